@@ -1,0 +1,185 @@
+"""The compiled form of a graph: kernels plus a plan, as plain data.
+
+An Executable is what the compiler hands the runtime. It holds no MLIR objects, so it can be written to a
+file here and run on a host that has only numpy plus `vulkan` or `pyopencl`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PackageError
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel in every form the targets need.
+
+    Buffer argument i is descriptor (set 0, binding i) on Vulkan and kernel argument i on OpenCL.
+    `push_constants` names 32-bit integer scalars that follow the buffers: Vulkan push constants at offset
+    4*j, OpenCL trailing `int` arguments.
+    """
+
+    name: str
+    workgroup_size: tuple[int, int, int]
+    num_buffers: int
+    spirv: bytes | None = None
+    opencl: str | None = None
+    push_constants: tuple[str, ...] = ()
+    # Per buffer: "r", "w" or "rw" (lets a runtime place barriers only on real dependencies).
+    access: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        """Content hash: names a kernel in driver caches."""
+        h = hashlib.sha256()
+        h.update(repr((self.name, self.workgroup_size, self.num_buffers, self.push_constants)).encode())
+        h.update(self.spirv or b"")
+        h.update((self.opencl or "").encode())
+        return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    shape: tuple[int, ...]
+    dtype: str  # numpy dtype name: "float32", "int32", ...
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A buffer the plan uses. kind: input | output | constant | temp. Reshapes of a value share its slot."""
+
+    id: int
+    nbytes: int
+    kind: str
+    index: int = -1  # input position for kind == "input"
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    kernel: int  # index into Executable.kernels
+    slots: tuple[int, ...]  # slot id per buffer argument
+    grid: tuple[int, int, int]  # workgroup counts
+    push_constants: tuple[int, ...] = ()
+
+
+@dataclass
+class Executable:
+    """Kernels + plan. `outputs[i]` = (slot, signature)."""
+
+    kernels: list[Kernel]
+    slots: list[Slot]
+    dispatches: list[Dispatch]
+    inputs: list[TensorSig]
+    input_slots: list[int]
+    outputs: list[tuple[int, TensorSig]]
+    constants: dict[int, np.ndarray] = field(default_factory=dict)  # slot id -> data
+    target: str = ""  # "vulkan" or "opencl"
+    profile: str = ""  # device profile the kernels were tuned for
+    source_hash: str = ""  # hash of the input graph + options (names caches)
+
+    # ---- plain-data file format: a zip of manifest.json + kernel blobs + constants ----
+    def save(self, path: str | Path) -> None:
+        manifest = {
+            "format": FORMAT_VERSION,
+            "target": self.target,
+            "profile": self.profile,
+            "source_hash": self.source_hash,
+            "kernels": [],
+            "slots": [dataclasses.asdict(s) for s in self.slots],
+            "dispatches": [dataclasses.asdict(d) for d in self.dispatches],
+            "inputs": [dataclasses.asdict(s) for s in self.inputs],
+            "input_slots": self.input_slots,
+            "outputs": [[slot, dataclasses.asdict(sig)] for slot, sig in self.outputs],
+            "constants": sorted(self.constants),
+        }
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for i, k in enumerate(self.kernels):
+                entry = {
+                    "name": k.name,
+                    "workgroup_size": list(k.workgroup_size),
+                    "num_buffers": k.num_buffers,
+                    "push_constants": list(k.push_constants),
+                    "access": list(k.access),
+                    "spirv": None,
+                    "opencl": None,
+                }
+                if k.spirv is not None:
+                    entry["spirv"] = f"kernels/{i}.spv"
+                    z.writestr(entry["spirv"], k.spirv)
+                if k.opencl is not None:
+                    entry["opencl"] = f"kernels/{i}.cl"
+                    z.writestr(entry["opencl"], k.opencl)
+                manifest["kernels"].append(entry)
+            for sid, arr in self.constants.items():
+                buf = io.BytesIO()
+                np.save(buf, arr, allow_pickle=False)
+                z.writestr(f"constants/{sid}.npy", buf.getvalue())
+            z.writestr("manifest.json", json.dumps(manifest, indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Executable":
+        path = Path(path)
+        if not path.exists():
+            raise PackageError(f"{path}: no such file")
+        try:
+            with zipfile.ZipFile(path) as z:
+                manifest = json.loads(z.read("manifest.json"))
+                if manifest.get("format") != FORMAT_VERSION:
+                    raise PackageError(
+                        f"{path}: format version {manifest.get('format')!r}, this portable reads "
+                        f"{FORMAT_VERSION}; recompile the graph with this version"
+                    )
+                kernels = []
+                for e in manifest["kernels"]:
+                    kernels.append(
+                        Kernel(
+                            name=e["name"],
+                            workgroup_size=tuple(e["workgroup_size"]),
+                            num_buffers=e["num_buffers"],
+                            spirv=z.read(e["spirv"]) if e["spirv"] else None,
+                            opencl=z.read(e["opencl"]).decode() if e["opencl"] else None,
+                            push_constants=tuple(e["push_constants"]),
+                            access=tuple(e["access"]),
+                        )
+                    )
+                constants = {
+                    sid: np.load(io.BytesIO(z.read(f"constants/{sid}.npy")), allow_pickle=False)
+                    for sid in manifest["constants"]
+                }
+        except PackageError:
+            raise
+        except (zipfile.BadZipFile, KeyError, ValueError, EOFError, OSError) as e:
+            raise PackageError(f"{path}: not a readable portable executable ({e}); recompile and save it again") from e
+        return cls(
+            kernels=kernels,
+            slots=[Slot(**s) for s in manifest["slots"]],
+            dispatches=[
+                Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
+                         push_constants=tuple(d["push_constants"]))
+                for d in manifest["dispatches"]
+            ],
+            inputs=[TensorSig(tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]],
+            input_slots=list(manifest["input_slots"]),
+            outputs=[(slot, TensorSig(tuple(sig["shape"]), sig["dtype"])) for slot, sig in manifest["outputs"]],
+            constants=constants,
+            target=manifest["target"],
+            profile=manifest["profile"],
+            source_hash=manifest["source_hash"],
+        )
