@@ -1,0 +1,30 @@
+"""Every environment knob portable reads, in one place, typed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Root of on-disk caches (compiled executables, Vulkan pipeline caches, OpenCL program binaries).
+    PORTABLE_CACHE_DIR overrides; default ~/.cache/portable."""
+    d = os.environ.get("PORTABLE_CACHE_DIR")
+    return Path(d) if d else Path.home() / ".cache" / "portable"
+
+
+def dump_dir() -> Path | None:
+    """PORTABLE_DUMP=dir writes every compile stage (MLIR per step, SPIR-V disassembly, OpenCL C) there."""
+    d = os.environ.get("PORTABLE_DUMP")
+    return Path(d) if d else None
+
+
+def vk_validation() -> bool:
+    """PORTABLE_VK_VALIDATION=1 enables the Khronos validation layer; any message then raises."""
+    return os.environ.get("PORTABLE_VK_VALIDATION", "") not in ("", "0")
+
+
+def test_devices() -> list[str] | None:
+    """PORTABLE_TEST_DEVICES=vulkan:0,opencl:0 limits the device-parametrized tests."""
+    v = os.environ.get("PORTABLE_TEST_DEVICES")
+    return [s.strip() for s in v.split(",") if s.strip()] if v else None
