@@ -1,0 +1,34 @@
+"""portable: a cross-vendor compute runtime for Vulkan and OpenCL.
+
+    out = portable.run(graph, a, b, device="vulkan:0")
+    exe = portable.compile(graph, device="opencl:0"); out = exe(a, b)
+"""
+
+__version__ = "0.1.0"
+
+from .api import CompiledGraph, compile, load, run  # noqa: E402
+from .devices import devices  # noqa: E402
+from .errors import (  # noqa: E402
+    CompileError,
+    DeviceLost,
+    DeviceNotFound,
+    KernelBuildError,
+    OutOfDeviceMemory,
+    PackageError,
+    PortableError,
+    ShapeMismatch,
+    UnsupportedOp,
+)
+
+__all__ = ["run", "compile", "load", "devices", "CompiledGraph", "Graph", "PortableError", "DeviceNotFound",
+           "UnsupportedOp", "CompileError", "KernelBuildError", "ShapeMismatch", "OutOfDeviceMemory",
+           "DeviceLost", "PackageError"]
+
+
+def __getattr__(name):
+    # Graph lives in the frontend; importing it lazily keeps `import portable` light.
+    if name == "Graph":
+        from .frontend.graph import Graph
+
+        return Graph
+    raise AttributeError(name)

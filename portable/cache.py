@@ -1,0 +1,52 @@
+"""On-disk cache of compiled Executables, keyed by everything that changes the kernels. No MLIR here."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+from . import __version__, config
+from .errors import PackageError
+from .executable import Executable
+
+
+def key(text: str, options: dict, targets: tuple[str, ...]) -> str:
+    """hash(package version, graph text, codegen options from the profile and device limits, targets)."""
+    h = hashlib.sha256()
+    for part in (__version__, text, repr(sorted(options.items())), repr(targets)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _path(k: str) -> Path:
+    return config.cache_dir() / "executables" / f"{k[:40]}.ptx"
+
+
+def lookup(k: str) -> Executable | None:
+    p = _path(k)
+    if not p.exists():
+        return None
+    try:
+        return Executable.load(p)
+    except PackageError as e:
+        warnings.warn(f"ignoring unreadable cache entry {p}: {e}", stacklevel=2)
+        return None
+
+
+def store(k: str, exe: Executable) -> None:
+    p = _path(k)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        exe.save(p)  # writes a temp file then os.replace: readers never see half a file
+    except OSError as e:
+        warnings.warn(f"could not write compile cache {p}: {e}", stacklevel=2)
+
+
+def clear() -> None:
+    d = config.cache_dir() / "executables"
+    if d.exists():
+        for p in d.glob("*.ptx"):
+            os.unlink(p)

@@ -1,0 +1,84 @@
+"""Serialize one lowered gpu.module to a SPIR-V binary in-process, and check it with spirv-val."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..compiler.mlir import gpu, ir, passmanager
+from ..errors import CompileError
+
+
+def target_env_options(profile: dict) -> str:
+    """Options for `spirv-attach-target`, from the profile's SPIR-V version, capabilities and extensions."""
+    ver = profile.get("spirv_version", "v1.3")
+    caps = profile.get("spirv_caps", ["Shader"])
+    exts = profile.get("spirv_exts", ["SPV_KHR_storage_buffer_storage_class"])
+    opts = [f"ver={ver}", f"caps={','.join(caps)}"]
+    if exts:
+        opts.append(f"exts={','.join(exts)}")
+    return " ".join(opts)
+
+
+def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
+                          dump=None) -> bytes:
+    """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
+    with ir.Context() as ctx, ir.Location.unknown():
+        ctx.allow_unregistered_dialects = False
+        module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
+        gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+        for f in gm.regions[0].blocks[0].operations:
+            if f.operation.name == "gpu.func":
+                x, y, z = workgroup_size
+                f.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
+                    f"#spirv.entry_point_abi<workgroup_size = [{x}, {y}, {z}]>")
+        try:
+            passmanager.PassManager.parse(
+                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},convert-gpu-to-spirv,"
+                "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
+            ).run(module.operation)
+        except ir.MLIRError as e:
+            raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
+        if dump:
+            dump("spirv-dialect", str(module))
+        # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.
+        gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+        spv = next(op for op in module.body.operations if op.operation.name == "spirv.module")
+        gblock = gm.regions[0].blocks[0]
+        for op in list(gblock.operations):
+            op.operation.erase()
+        gblock.append(spv.operation.detach_from_parent())
+        try:
+            passmanager.PassManager.parse("builtin.module(gpu-module-to-binary)").run(module.operation)
+        except ir.MLIRError as e:
+            raise CompileError(f"gpu-module-to-binary failed: {e}", stage="spirv") from e
+        binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
+        objects = ir.ArrayAttr(binary.attributes["objects"])
+        return bytes(gpu.ObjectAttr(objects[0]).object)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise CompileError(f"{name} not found: install Debian/Ubuntu package 'spirv-tools'", stage="spirv")
+    return path
+
+
+def validate(spirv: bytes, target_env: str = "vulkan1.1") -> None:
+    """Run spirv-val; raise CompileError with its message if the module is invalid."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.spv"
+        p.write_bytes(spirv)
+        r = subprocess.run([_tool("spirv-val"), "--target-env", target_env, str(p)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError(f"spirv-val rejected a kernel: {r.stdout}{r.stderr}", stage="spirv-val")
+
+
+def disassemble(spirv: bytes) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.spv"
+        p.write_bytes(spirv)
+        r = subprocess.run([_tool("spirv-dis"), str(p)], capture_output=True, text=True)
+        return r.stdout if r.returncode == 0 else f"; spirv-dis failed: {r.stderr}"

@@ -1,0 +1,154 @@
+"""Dispatch formation: which linalg ops become one kernel.
+
+A group is a root op (matmul, conv, reduction, elementwise, ...) plus what is fused into its kernel:
+the fills and pads that produce its operands, and elementwise consumers of its result (epilogues such as
+bias + activation). Consumers are rewritten to update the root's result in place, so that tiling the last
+consumer and fusing the rest into its loops gives one kernel with no temporary buffer.
+Every op of a group is tagged `portable.op = "g<group>_<order>"`: order 0 is the op that is tiled, the rest
+are fused into it in increasing order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UnsupportedOp
+from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, num_inputs
+from .mlir import ir, linalg
+
+# Ops allowed in the function body outside linalg: they bufferize to views, constants or nothing.
+_PASSIVE = {
+    "arith.constant", "tensor.empty", "tensor.collapse_shape", "tensor.expand_shape", "func.return",
+    "tensor.pad",
+}
+
+
+@dataclass
+class Group:
+    index: int
+    root: ir.Operation
+    kind: OpKind
+    consumers: list[ir.Operation] = field(default_factory=list)
+    producers: list[ir.Operation] = field(default_factory=list)
+
+    @property
+    def target(self) -> ir.Operation:
+        return self.consumers[-1] if self.consumers else self.root
+
+    def fused(self) -> list[ir.Operation]:
+        """Ops fused into the target's loops, in the order fusion must happen (consumers first)."""
+        return list(reversed(self.consumers[:-1])) + ([self.root] if self.consumers else []) + self.producers
+
+
+def _defining_op(value: ir.Value) -> ir.Operation | None:
+    if not isinstance(value, ir.OpResult):
+        return None  # a block argument
+    return ir.OpResult(value).owner.operation
+
+
+def _uses(value: ir.Value) -> list[ir.Operation]:
+    return [u.owner.operation for u in value.uses]
+
+
+def _make_in_place(consumer: ir.Operation, operand_index: int) -> ir.Operation | None:
+    """Rewrite elementwise `consumer` so input `operand_index` becomes its output (updated in place).
+    Returns the new op, or None when the shapes or body do not allow it."""
+    nin = num_inputs(consumer)
+    maps = indexing_maps(consumer)
+    ins = list(consumer.operands)[:nin]
+    outs = list(consumer.operands)[nin:]
+    if len(outs) != 1 or len(consumer.results) != 1:
+        return None
+    src = ins[operand_index]
+    if src.type != outs[0].type or not is_identity(maps[operand_index]) or not is_identity(maps[nin]):
+        return None
+    block = consumer.regions[0].blocks[0]
+    out_arg = block.arguments[nin]
+    if len(list(out_arg.uses)) != 0:
+        return None
+    new_ins = [v for i, v in enumerate(ins) if i != operand_index]
+    new_maps = [m for i, m in enumerate(maps) if i != operand_index]
+    with ir.InsertionPoint(consumer), consumer.location:
+        new = linalg.GenericOp(
+            [consumer.results[0].type],
+            new_ins,
+            [src],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
+            consumer.attributes["iterator_types"],
+        )
+    arg_types = [a.type for i, a in enumerate(block.arguments) if i != operand_index and i != nin]
+    arg_types.append(block.arguments[operand_index].type)
+    new_block = new.regions[0].blocks.append(*arg_types)
+    old_args = list(block.arguments)
+    j = 0
+    for i, a in enumerate(old_args):
+        if i == operand_index:
+            a.replace_all_uses_with(new_block.arguments[len(arg_types) - 1])
+        elif i != nin:
+            a.replace_all_uses_with(new_block.arguments[j])
+            j += 1
+    for op in list(block.operations):
+        new_block.append(op.detach_from_parent())
+    consumer.results[0].replace_all_uses_with(new.results[0])
+    consumer.erase()
+    return new.operation
+
+
+def form_groups(func_op: ir.Operation) -> list[Group]:
+    """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them."""
+    block = func_op.regions[0].blocks[0]
+    groups: list[Group] = []
+    group_of_result: dict[str, Group] = {}  # result name -> group whose last op produced it
+
+    def key(v: ir.Value) -> str:
+        return v.get_name()
+
+    for op in list(block.operations):
+        name = op.name
+        if name in _PASSIVE:
+            continue
+        if not is_structured(op):
+            raise UnsupportedOp(
+                f"op '{name}' is not supported by the compiler yet (only linalg/tensor/arith/math ops on tensors "
+                f"are): {str(op).splitlines()[0][:200]}"
+            )
+        kind = classify(op)
+        if kind.kind == "fill":
+            continue  # fused into the op that consumes it
+        if not kind.ranges:
+            raise UnsupportedOp(f"linalg op with dynamic shapes is not supported yet: {str(op).splitlines()[0][:200]}")
+        # An elementwise op whose input is the sole use of a group's result joins that group in place.
+        if kind.kind == "elementwise":
+            nin = num_inputs(op)
+            joined = False
+            for i, v in enumerate(list(op.operands)[:nin]):
+                g = group_of_result.get(key(v))
+                if g is None or len(_uses(v)) != 1 or len(kind.ranges) != len(g.kind.ranges) - g.kind.iterators.count("reduction"):
+                    continue
+                new = _make_in_place(op, i)
+                if new is None:
+                    continue
+                g.consumers.append(new)
+                group_of_result[key(new.results[0])] = g
+                joined = True
+                break
+            if joined:
+                continue
+        g = Group(index=len(groups), root=op, kind=kind)
+        nin = num_inputs(op)
+        for v in list(op.operands):
+            p = _defining_op(v)
+            if p is None:
+                continue
+            if p.name == "linalg.generic" and classify(p).kind == "fill" and len(_uses(v)) == 1:
+                g.producers.append(p)
+            elif p.name == "tensor.pad" and len(_uses(v)) == 1:
+                g.producers.append(p)
+        groups.append(g)
+        group_of_result[key(op.results[0])] = g
+
+    for g in groups:
+        ops = [g.target] + g.fused()
+        for j, op in enumerate(ops):
+            op.attributes["portable.op"] = ir.StringAttr.get(f"g{g.index}_{j}")
+    return groups

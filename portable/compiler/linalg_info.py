@@ -1,0 +1,101 @@
+"""Facts about linalg ops read from the IR: loop ranges, iterator kinds, what each op is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .mlir import ir
+
+
+def is_structured(op: ir.Operation) -> bool:
+    """A linalg op that carries loops (after generalization every such op is linalg.generic)."""
+    return op.name == "linalg.generic"
+
+
+def iterator_types(op: ir.Operation) -> list[str]:
+    """'parallel' / 'reduction' per loop."""
+    out = []
+    for a in ir.ArrayAttr(op.attributes["iterator_types"]):
+        s = str(a)  # '#linalg.iterator_type<parallel>'
+        out.append("parallel" if "parallel" in s else "reduction")
+    return out
+
+
+def indexing_maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def num_inputs(op: ir.Operation) -> int:
+    seg = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+    return int(seg[0])
+
+
+def static_shape(value: ir.Value) -> list[int] | None:
+    t = value.type
+    if isinstance(t, ir.RankedTensorType):
+        st = ir.RankedTensorType(t)
+    elif isinstance(t, ir.MemRefType):
+        st = ir.MemRefType(t)
+    else:
+        return []  # scalar
+    if not st.has_static_shape:
+        return None
+    return list(st.shape)
+
+
+def loop_ranges(op: ir.Operation) -> list[int] | None:
+    """Static trip count per loop, read from operand shapes through the indexing maps."""
+    maps = indexing_maps(op)
+    n = maps[0].n_dims
+    ranges: list[int | None] = [None] * n
+    for value, amap in zip(op.operands, maps):
+        shape = static_shape(value)
+        if shape is None:
+            return None
+        for pos, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr) and pos < len(shape):
+                ranges[ir.AffineDimExpr(expr).position] = shape[pos]
+    if any(r is None for r in ranges):
+        return None
+    return [int(r) for r in ranges]
+
+
+def is_identity(amap: ir.AffineMap) -> bool:
+    return amap.n_symbols == 0 and amap == ir.AffineMap.get_identity(amap.n_dims)
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """What the strategy needs to know: 'fill', 'elementwise', 'matmul', 'reduction', 'conv', 'generic'."""
+
+    kind: str
+    ranges: tuple[int, ...]
+    iterators: tuple[str, ...]
+
+
+def body_op_names(op: ir.Operation) -> list[str]:
+    return [o.name for o in op.regions[0].blocks[0].operations]
+
+
+def classify(op: ir.Operation) -> OpKind:
+    its = iterator_types(op)
+    ranges = loop_ranges(op) or []
+    nin = num_inputs(op)
+    ins = list(op.operands)[:nin]
+    all_par = all(i == "parallel" for i in its)
+    if all_par and all(not isinstance(v.type, ir.ShapedType) for v in ins):
+        kind = "fill"
+    elif all_par:
+        kind = "elementwise"
+    else:
+        body = body_op_names(op)
+        has_mul = any(n in ("arith.mulf", "arith.muli") for n in body)
+        maps = indexing_maps(op)
+        non_dim = any(not isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results)
+        if has_mul and nin == 2 and non_dim:
+            kind = "conv"
+        elif has_mul and nin == 2 and its.count("reduction") == 1 and len(body) <= 3:
+            kind = "matmul"
+        else:
+            kind = "reduction"
+    return OpKind(kind, tuple(ranges), tuple(its))

@@ -1,0 +1,178 @@
+"""The compile pipeline as named stages, each dumpable with PORTABLE_DUMP=dir.
+
+  input -> preprocess -> dispatch -> tile-and-map -> outline -> lower-kernels -> plan + codegen (SPIR-V, OpenCL C)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import cache, config
+from ..errors import CompileError, PortableError, UnsupportedOp
+from ..executable import Executable, Kernel
+from . import dispatch, plan, strategy, transform_script
+from .linalg_info import OpKind, classify
+from .mlir import ir, passmanager
+
+# Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
+COMPILE_COUNT = 0
+
+PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
+OUTLINE = ("builtin.module(func.func(convert-linalg-to-loops),canonicalize,cse,gpu-launch-sink-index-computations,"
+           "gpu-kernel-outlining)")
+LOWER_KERNELS = ("builtin.module(gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine),"
+                 "canonicalize,cse)")
+
+
+class Dumper:
+    """Writes numbered stage files under PORTABLE_DUMP/<graph hash>/ when dumping is on."""
+
+    def __init__(self, graph_hash: str):
+        root = config.dump_dir()
+        self.dir = root / graph_hash[:16] if root else None
+        self.n = 0
+        if self.dir:
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, stage: str, text: str, suffix: str = ".mlir") -> Path | None:
+        if not self.dir:
+            return None
+        self.n += 1
+        p = self.dir / f"{self.n:02d}-{stage}{suffix}"
+        p.write_text(text)
+        return p
+
+    def failure(self, stage: str, text: str) -> str | None:
+        p = self(f"FAILED-{stage}", text)
+        return str(p) if p else None
+
+
+def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
+    try:
+        passmanager.PassManager.parse(pipeline).run(module.operation)
+    except ir.MLIRError as e:
+        path = dump.failure(stage, str(module))
+        raise CompileError(f"stage '{stage}' failed: {e}", stage=stage, dump_path=path) from e
+    dump(stage, str(module))
+
+
+def public_func(module: ir.Module) -> ir.Operation:
+    funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+    public = [f for f in funcs if "sym_visibility" not in f.attributes
+              or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
+    if len(public) != 1:
+        raise UnsupportedOp(f"the module must have exactly one public func.func, it has {len(public)}")
+    return public[0]
+
+
+def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan", "opencl")) -> Executable:
+    """Compile MLIR text (linalg on tensors) for a device profile into an Executable."""
+    global COMPILE_COUNT
+    COMPILE_COUNT += 1
+    ghash = cache.key(text, profile, targets)
+    dump = Dumper(ghash)
+    with ir.Context(), ir.Location.unknown():
+        try:
+            module = ir.Module.parse(text)
+        except ir.MLIRError as e:
+            raise CompileError(f"the MLIR does not parse: {e}", stage="input") from e
+        dump("input", str(module))
+        fn = public_func(module)
+        _check_signature(fn)
+        _run(module, PREPROCESS, "preprocess", dump)
+        fn = public_func(module)
+        groups = dispatch.form_groups(fn)
+        if not groups:
+            raise UnsupportedOp("the graph has no computation to compile (only views/constants)")
+        strategies = []
+        for g in groups:
+            t = classify(g.target)
+            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators), profile))
+        dump("dispatch", str(module))
+        script = transform_script.build(groups, strategies)
+        dump("transform-script", script)
+        body = module.body
+        for op in ir.Module.parse(script).body.operations:
+            body.append(op.operation.clone())
+        module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+        _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", "tile-and-map", dump)
+        for op in list(module.body.operations):
+            if op.operation.name == "transform.named_sequence":
+                op.operation.erase()
+        del module.operation.attributes["transform.with_named_sequence"]
+        _run(module, OUTLINE, "outline", dump)
+        _run(module, LOWER_KERNELS, "lower-kernels", dump)
+        builder = plan.PlanBuilder(module, public_func(module))
+        builder.build()
+        kernels, index = _codegen(module, profile, targets, dump)
+    exe = Executable(
+        kernels=kernels,
+        slots=builder.slots,
+        dispatches=plan.dispatches(builder, index),
+        inputs=builder.inputs,
+        input_slots=builder.input_slots,
+        outputs=builder.outputs,
+        constants=builder.constants,
+        target=",".join(targets),
+        profile=profile.get("name", "generic"),
+        source_hash=ghash,
+    )
+    return exe
+
+
+def _check_signature(fn: ir.Operation) -> None:
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    for t in list(ftype.inputs) + list(ftype.results):
+        if not isinstance(t, ir.RankedTensorType) or not ir.RankedTensorType(t).has_static_shape:
+            raise UnsupportedOp(f"function arguments and results must be statically shaped tensors, got {t}")
+
+
+def _kernel_access(func_op: ir.Operation) -> tuple[str, ...]:
+    args = list(func_op.regions[0].blocks[0].arguments)
+    reads, writes = set(), set()
+
+    def visit(op):
+        name = op.operation.name if hasattr(op, "operation") else op.name
+        if name in ("memref.load", "vector.load", "memref.store", "vector.store"):
+            mem = op.operands[0] if "load" in name else op.operands[1]
+            for i, a in enumerate(args):
+                if a == mem:
+                    (reads if "load" in name else writes).add(i)
+        return ir.WalkResult.ADVANCE
+
+    func_op.walk(visit)
+    return tuple(("r" if i in reads else "") + ("w" if i in writes else "") or "r" for i in range(len(args)))
+
+
+def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper):
+    from ..codegen_spirv import disassemble, spirv_from_gpu_module
+
+    kernels: list[Kernel] = []
+    index: dict[str, int] = {}
+    for gm in module.body.operations:
+        if gm.operation.name != "gpu.module":
+            continue
+        gname = ir.StringAttr(gm.attributes["sym_name"]).value
+        fn = next(op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func")
+        fname = ir.StringAttr(fn.attributes["sym_name"]).value
+        wg = tuple(int(x) for x in ir.DenseI32ArrayAttr(fn.attributes["known_block_size"]))
+        nargs = len(fn.regions[0].blocks[0].arguments)
+        access = _kernel_access(fn.operation)
+        spirv = opencl = None
+        asm = str(gm)
+        if "vulkan" in targets:
+            spirv = spirv_from_gpu_module(asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t))
+            dump(f"{gname}", disassemble(spirv), ".spvasm")
+        if "opencl" in targets:
+            from ..codegen_opencl import emit_opencl
+
+            ocl = emit_opencl(gm.operation)
+            opencl = ocl.source
+            dump(f"{gname}", opencl, ".cl")
+        index[f"@{gname}::@{fname}"] = len(kernels)
+        kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
+                              access=access))
+    return kernels, index
+
+
+__all__ = ["compile_module", "COMPILE_COUNT", "PortableError"]

@@ -1,0 +1,64 @@
+"""Tiling strategy per dispatch group, chosen from the op kind, its shape and the device profile.
+
+A strategy says, for every loop of the tiled op: the workgroup tile (0 = not tiled: reduction loops) and
+the number of threads that share that tile. Threads of one workgroup take contiguous chunks of the tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .linalg_info import OpKind
+
+
+@dataclass(frozen=True)
+class Strategy:
+    tile: tuple[int, ...]  # workgroup tile per loop; 0 = whole loop inside the thread
+    threads: tuple[int, ...]  # threads per loop; 0 = not distributed
+
+    @property
+    def workgroup_size(self) -> tuple[int, int, int]:
+        dims = [t for t in self.threads if t]
+        if len(dims) <= 3:
+            x = dims[-1] if dims else 1
+            y = dims[-2] if len(dims) > 1 else 1
+            z = dims[-3] if len(dims) > 2 else 1
+            return (x, y, z)
+        n = 1
+        for d in dims:
+            n *= d
+        return (n, 1, 1)
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def choose(kind: OpKind, profile: dict) -> Strategy:
+    """Pick tiles for the op that a group tiles (its last consumer or its root).
+
+    `kind.ranges`/`iterators` describe that op. Per-thread work per parallel loop comes from the profile:
+    matmul-like groups block a `thread_tile` of outputs per thread (register blocking); elementwise ops give
+    each thread `elementwise_per_thread` consecutive elements of the innermost loop.
+    """
+    invocations = int(profile.get("workgroup_invocations", 64))
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    per_thread = [1] * len(kind.ranges)
+    if kind.kind in ("matmul", "conv") and len(par) >= 2:
+        tm, tn = profile.get("thread_tile", (4, 4))
+        per_thread[par[-2]], per_thread[par[-1]] = tm, tn
+    elif kind.kind == "elementwise" and par:
+        per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+    tile = [0] * len(kind.ranges)
+    threads = [0] * len(kind.ranges)
+    budget = invocations
+    for d in reversed(par):
+        need = max(1, -(-kind.ranges[d] // per_thread[d]))
+        t = min(budget, _pow2_at_least(need))
+        threads[d] = t
+        tile[d] = t * per_thread[d]
+        budget //= t
+    return Strategy(tuple(tile), tuple(threads))

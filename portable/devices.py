@@ -1,0 +1,112 @@
+"""Device discovery and the live device per URI ("vulkan:0", "opencl:1")."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+from . import config, profiles
+from .backend import Backend, DeviceInfo
+from .errors import DeviceNotFound
+from .memory import BufferPool
+
+APIS = ("vulkan", "opencl")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device as `portable.devices()` lists it."""
+
+    info: DeviceInfo
+    profile: str
+
+    @property
+    def uri(self) -> str:
+        return self.info.uri
+
+    def __str__(self) -> str:
+        i = self.info
+        return f"{i.uri:10s} {i.name} | driver {i.driver} {i.driver_version} | {i.device_type} | profile {self.profile}"
+
+
+def _enumerate(api: str) -> tuple[list[DeviceInfo], list[str]]:
+    try:
+        if api == "vulkan":
+            from .runtime_vk import enumerate_devices
+        else:
+            from .runtime_cl import enumerate_devices
+    except ImportError as e:
+        pkg = "vulkan" if api == "vulkan" else "pyopencl"
+        return [], [f"{api}: Python package '{pkg}' is not importable ({e}); pip install {pkg}"]
+    return enumerate_devices()
+
+
+def devices() -> tuple[list[Device], list[str]]:
+    """Every Vulkan and OpenCL device found, with its matched profile; plus why any driver failed to load."""
+    found, failures = [], []
+    for api in APIS:
+        infos, errs = _enumerate(api)
+        failures.extend(errs)
+        found.extend(Device(i, profiles.match(i)["name"]) for i in infos)
+    return found, failures
+
+
+def parse_uri(uri: str) -> tuple[str, int]:
+    m = re.fullmatch(r"\s*(vulkan|opencl)(?::(\d+))?\s*", uri or "")
+    if not m:
+        raise DeviceNotFound(f"unknown device {uri!r}: use 'vulkan:N' or 'opencl:N' "
+                             f"(run `portable devices` to list them)")
+    return m.group(1), int(m.group(2) or 0)
+
+
+class LiveDevice:
+    """A backend plus its buffer pool and matched profile; one per URI per process."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.profile = profiles.match(backend.info)
+        self.options = profiles.codegen_options(self.profile, backend.info)
+        self.pool = BufferPool(backend.allocate, backend.free)
+        self.lock = threading.Lock()
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.backend.info
+
+
+_live: dict[str, LiveDevice] = {}
+_live_lock = threading.Lock()
+
+
+def open_device(uri: str) -> LiveDevice:
+    """The live device for `uri`, created on first use. Raises DeviceNotFound with the list of devices."""
+    api, index = parse_uri(uri)
+    key = f"{api}:{index}"
+    with _live_lock:
+        if key in _live:
+            return _live[key]
+        infos, errs = _enumerate(api)
+        if index >= len(infos):
+            listing = "; ".join(i.uri + " " + i.name for i in infos) or "none"
+            why = f" ({'; '.join(errs)})" if errs else ""
+            raise DeviceNotFound(f"{key}: there are {len(infos)} {api} device(s): {listing}{why}. "
+                                 f"Run `portable devices` to list every device.")
+        if api == "vulkan":
+            from .runtime_vk import VulkanBackend
+
+            backend: Backend = VulkanBackend(index, validation=config.vk_validation())
+        else:
+            from .runtime_cl import OpenCLBackend
+
+            backend = OpenCLBackend(index)
+        _live[key] = LiveDevice(backend)
+        return _live[key]
+
+
+def close_all() -> None:
+    with _live_lock:
+        for d in _live.values():
+            d.pool.clear()
+            d.backend.close()
+        _live.clear()

@@ -1,0 +1,58 @@
+"""Device profiles: one TOML file per GPU family in `devices/`, matched to a live device by id and driver."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from .backend import DeviceInfo
+
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "devices"
+
+
+@lru_cache(maxsize=None)
+def all_profiles() -> dict[str, dict]:
+    """name -> profile dict, read once from devices/*.toml."""
+    out = {}
+    for p in sorted(PROFILE_DIR.glob("*.toml")):
+        with open(p, "rb") as f:
+            data = tomllib.load(f)
+        data.setdefault("name", p.stem)
+        out[data["name"]] = data
+    if "generic" not in out:
+        raise RuntimeError(f"devices/generic.toml is missing from {PROFILE_DIR}")
+    return out
+
+
+def _as_list(v) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def match(info: DeviceInfo) -> dict:
+    """The profile for a live device: all given match keys must agree; unknown hardware gets 'generic'."""
+    for name, prof in all_profiles().items():
+        m = prof.get("match", {})
+        if not m:
+            continue
+        if "api" in m and info.api not in _as_list(m["api"]):
+            continue
+        vendor_ok = "vendor_id" in m and info.vendor_id in _as_list(m["vendor_id"])
+        driver_ok = "driver" in m and any(d.lower() in info.driver.lower() for d in _as_list(m["driver"]))
+        if vendor_ok or driver_ok:
+            return prof
+    return all_profiles()["generic"]
+
+
+def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
+    """Flat dict the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
+    opts = dict(profile.get("codegen", {}))
+    opts["name"] = profile["name"]
+    limits = dict(profile.get("limits", {}))
+    if info is not None:
+        limits.update({k: v for k, v in info.limits.items() if v is not None})
+        cap = limits.get("max_workgroup_invocations")
+        if cap:
+            opts["workgroup_invocations"] = min(int(opts.get("workgroup_invocations", 64)), int(cap))
+    opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
+    return opts
