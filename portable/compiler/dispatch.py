@@ -19,7 +19,6 @@ from .mlir import ir, linalg
 # Ops allowed in the function body outside linalg: they bufferize to views, constants or nothing.
 _PASSIVE = {
     "arith.constant", "tensor.empty", "tensor.collapse_shape", "tensor.expand_shape", "func.return",
-    "tensor.pad",
 }
 
 
@@ -141,8 +140,6 @@ def form_groups(func_op: ir.Operation) -> list[Group]:
             if p is None:
                 continue
             if p.name == "linalg.generic" and classify(p).kind == "fill" and len(_uses(v)) == 1:
-                g.producers.append(p)
-            elif p.name == "tensor.pad" and len(_uses(v)) == 1:
                 g.producers.append(p)
         groups.append(g)
         group_of_result[key(op.results[0])] = g

@@ -83,7 +83,7 @@ def classify(op: ir.Operation) -> OpKind:
     nin = num_inputs(op)
     ins = list(op.operands)[:nin]
     all_par = all(i == "parallel" for i in its)
-    if all_par and all(not isinstance(v.type, ir.ShapedType) for v in ins):
+    if all_par and all(not isinstance(v.type, ir.ShapedType) for v in ins) and body_op_names(op) == ["linalg.yield"]:
         kind = "fill"
     elif all_par:
         kind = "elementwise"

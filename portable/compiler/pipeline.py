@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import dispatch, plan, strategy, transform_script
+from . import dispatch, plan, rewrites, strategy, transform_script
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 
@@ -80,8 +80,9 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         fn = public_func(module)
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
-        fn = public_func(module)
-        groups = dispatch.form_groups(fn)
+        rewrites.apply(public_func(module))
+        _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
+        groups = dispatch.form_groups(public_func(module))
         if not groups:
             raise UnsupportedOp("the graph has no computation to compile (only views/constants)")
         strategies = []

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything portable needs on Debian/Ubuntu: the CPU Vulkan and OpenCL drivers, their loaders,
+# SPIR-V tools, the Vulkan validation layer, and a virtual environment (.venv) with the package, its compiler
+# extra and the test tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(python3 python3-venv python3-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers pocl-opencl-icd
+      ocl-icd-libopencl1 ocl-icd-opencl-dev spirv-tools)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[compiler,test]"

@@ -1,0 +1,47 @@
+"""One `device` fixture for every test: parametrized over each available Vulkan and OpenCL device.
+
+PORTABLE_TEST_DEVICES=vulkan:0,opencl:0 filters. Vulkan devices run with the Khronos validation layer on,
+and a test fails if the layer printed anything.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+# Before anything opens a device: validation on, and a private cache so tests compile for real.
+os.environ.setdefault("PORTABLE_VK_VALIDATION", "1")
+os.environ["PORTABLE_CACHE_DIR"] = tempfile.mkdtemp(prefix="portable-test-cache-")
+
+from portable import config  # noqa: E402
+from portable.devices import devices, open_device  # noqa: E402
+
+_found, _failures = devices()
+AVAILABLE = [d.uri for d in _found]
+if config.test_devices() is not None:
+    AVAILABLE = [u for u in AVAILABLE if u in config.test_devices()]
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        if AVAILABLE:
+            metafunc.parametrize("device", AVAILABLE)
+        else:
+            why = "; ".join(_failures) or "no Vulkan or OpenCL device found"
+            metafunc.parametrize("device", [pytest.param(None, marks=pytest.mark.skip(reason=why))])
+
+
+@pytest.fixture(autouse=True)
+def _no_validation_messages(request):
+    """Fail a Vulkan test on any validation-layer message it caused."""
+    yield
+    uri = request.node.funcargs.get("device") if hasattr(request.node, "funcargs") else None
+    if not uri or not str(uri).startswith("vulkan"):
+        return
+    backend = open_device(uri).backend
+    msgs = list(getattr(backend, "validation_messages", []))
+    if hasattr(backend, "validation_messages"):
+        backend.validation_messages.clear()
+    assert not msgs, "Vulkan validation layer reported:\n" + "\n".join(msgs)

@@ -1,0 +1,163 @@
+"""Numerics of every op family on every available device, against numpy (through the Graph builder)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+
+RNG = np.random.default_rng(1234)
+
+
+def rand(shape, dtype="float32"):
+    if dtype == "int32":
+        return RNG.integers(-50, 50, size=shape, dtype=np.int32)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def check(g, inputs, device, rtol=1e-4, atol=1e-4):
+    outs = portable.run(g, *inputs, device=device)
+    refs = g.reference(*inputs)
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape and o.dtype == r.dtype, (o.shape, r.shape, o.dtype, r.dtype)
+        if np.issubdtype(r.dtype, np.integer):
+            np.testing.assert_array_equal(o, r)
+        else:
+            np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
+    return outs
+
+
+@pytest.mark.parametrize("op", ["relu", "exp", "tanh", "sigmoid", "neg", "abs"])
+def test_unary_f32(device, op):
+    g = portable.Graph()
+    x = g.input((7, 13))
+    g.output(getattr(g, op)(x))
+    check(g, [rand((7, 13))], device)
+
+
+@pytest.mark.parametrize("shapes", [((7, 13), (7, 13)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((1,), (1,)),
+                                    ((2, 3, 5), (3, 1))])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum"])
+def test_binary_broadcast_f32(device, shapes, op):
+    g = portable.Graph()
+    a, b = g.input(shapes[0]), g.input(shapes[1])
+    g.output(getattr(g, op)(a, b))
+    check(g, [rand(shapes[0]), rand(shapes[1])], device)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum", "minimum"])
+def test_binary_i32(device, op):
+    g = portable.Graph()
+    a, b = g.input((7, 13), "int32"), g.input((13,), "int32")
+    g.output(getattr(g, op)(a, b))
+    check(g, [rand((7, 13), "int32"), rand((13,), "int32")], device)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 5), (129, 31, 257), (64, 64, 64)])
+def test_matmul_f32(device, m, k, n):
+    g = portable.Graph()
+    a, b = g.input((m, k)), g.input((k, n))
+    g.output(g.matmul(a, b))
+    check(g, [rand((m, k)), rand((k, n))], device, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_1000(device):
+    g = portable.Graph()
+    a, b = g.input((1000, 1000)), g.input((1000, 1000))
+    g.output(g.matmul(a, b))
+    check(g, [rand((1000, 1000)), rand((1000, 1000))], device, rtol=1e-3, atol=1e-3)
+
+
+def test_matmul_i32(device):
+    g = portable.Graph()
+    a, b = g.input((9, 17), "int32"), g.input((17, 11), "int32")
+    g.output(g.matmul(a, b))
+    check(g, [rand((9, 17), "int32"), rand((17, 11), "int32")], device)
+
+
+def test_batch_matmul(device):
+    g = portable.Graph()
+    a, b = g.input((3, 7, 13)), g.input((3, 13, 5))
+    g.output(g.matmul(a, b))
+    check(g, [rand((3, 7, 13)), rand((3, 13, 5))], device)
+
+
+def test_fused_matmul_bias_relu_is_one_kernel(device):
+    g = portable.Graph()
+    a, b, bias = g.input((129, 31)), g.input((31, 257)), g.input((257,))
+    g.output(g.relu(g.add(g.matmul(a, b), bias)))
+    check(g, [rand((129, 31)), rand((31, 257)), rand((257,))], device)
+    exe = portable.compile(g, device=device)
+    assert len(exe.executable.dispatches) == 1
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, (0, 2), None])
+@pytest.mark.parametrize("op", ["sum", "max", "mean"])
+def test_reductions(device, op, axis):
+    g = portable.Graph()
+    x = g.input((5, 7, 9))
+    g.output(getattr(g, op)(x, axis=axis))
+    check(g, [rand((5, 7, 9))], device, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_keepdims_i32(device):
+    g = portable.Graph()
+    x = g.input((6, 10), "int32")
+    g.output(g.sum(x, axis=1, keepdims=True), g.max(x, axis=0))
+    check(g, [rand((6, 10), "int32")], device)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax(device, axis):
+    g = portable.Graph()
+    x = g.input((33, 65))
+    g.output(g.softmax(x, axis=axis))
+    check(g, [rand((33, 65))], device, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("stride,padding", [((1, 1), (0, 0)), ((2, 2), (1, 1)), ((1, 2), (1, 0))])
+def test_conv2d(device, layout, stride, padding):
+    g = portable.Graph()
+    if layout == "NHWC":
+        xs, ws = (2, 11, 9, 3), (3, 3, 3, 8)
+    else:
+        xs, ws = (2, 3, 11, 9), (8, 3, 3, 3)
+    x, w = g.input(xs), g.input(ws)
+    g.output(g.conv2d(x, w, stride=stride, padding=padding, layout=layout))
+    check(g, [rand(xs), rand(ws)], device, rtol=1e-4, atol=1e-4)
+
+
+def test_transpose_reshape(device):
+    g = portable.Graph()
+    x = g.input((4, 6, 5))
+    t = g.transpose(x, (2, 0, 1))
+    r = g.reshape(t, (5, -1))
+    g.output(g.mul(r, r), t)
+    check(g, [rand((4, 6, 5))], device)
+
+
+def test_transpose_i32(device):
+    g = portable.Graph()
+    x = g.input((7, 13), "int32")
+    g.output(g.transpose(x, (1, 0)))
+    check(g, [rand((7, 13), "int32")], device)
+
+
+def test_one_element_and_constants(device):
+    g = portable.Graph()
+    x = g.input((1,))
+    c = g.constant(np.array([2.5], dtype=np.float32))
+    w = g.constant(RNG.standard_normal((4, 3)).astype(np.float32))
+    y = g.input((3, 2))
+    g.output(g.mul(x, c), g.matmul(w, y))
+    check(g, [rand((1,)), rand((3, 2))], device)
+
+
+def test_large_elementwise(device):
+    g = portable.Graph()
+    a, b = g.input((1 << 20,)), g.input((1 << 20,))
+    g.output(g.add(g.mul(a, b), a))
+    check(g, [rand((1 << 20,)), rand((1 << 20,))], device)
