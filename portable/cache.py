@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 from . import __version__, config
@@ -12,10 +13,22 @@ from .errors import PackageError
 from .executable import Executable
 
 
-def key(text: str, options: dict, targets: tuple[str, ...]) -> str:
-    """hash(package version, graph text, codegen options from the profile and device limits, targets)."""
+@lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """Hash of the compiler's own source, so a changed compiler never reuses kernels of an older one."""
+    root = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for part in (__version__, text, repr(sorted(options.items())), repr(targets)):
+    for room in ("compiler", "codegen_spirv", "codegen_opencl", "frontend"):
+        for p in sorted((root / room).glob("*.py")):
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def key(text: str, options: dict, targets: tuple[str, ...]) -> str:
+    """hash(package version, compiler source, graph text, codegen options (profile + device limits), targets)."""
+    h = hashlib.sha256()
+    for part in (__version__, compiler_fingerprint(), text, repr(sorted(options.items())), repr(targets)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -55,7 +55,9 @@ def choose(kind: OpKind, profile: dict) -> Strategy:
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
     budget = invocations
-    for d in reversed(par):
+    # GPU grids have three dimensions: the innermost three parallel loops are distributed, outer ones (batch)
+    # run inside each thread. (The upstream linear block mapping miscounted the grid for 4-d foralls.)
+    for d in reversed(par[-3:]):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
         t = min(budget, _pow2_at_least(need))
         threads[d] = t

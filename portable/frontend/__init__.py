@@ -1,0 +1,1 @@
+"""Frontends: everything that turns a user's graph into MLIR text of linalg on tensors."""
