@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import re
 import threading
 from dataclasses import dataclass
@@ -104,7 +105,9 @@ def open_device(uri: str) -> LiveDevice:
         return _live[key]
 
 
+@atexit.register
 def close_all() -> None:
+    """Close every live device (pool, then backend) before interpreter teardown scrambles the order."""
     with _live_lock:
         for d in _live.values():
             d.pool.clear()

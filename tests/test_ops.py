@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import portable
+from portable.codegen_spirv import validate
 
 RNG = np.random.default_rng(1234)
 
@@ -17,7 +18,11 @@ def rand(shape, dtype="float32"):
 
 
 def check(g, inputs, device, rtol=1e-4, atol=1e-4):
-    outs = portable.run(g, *inputs, device=device)
+    exe = portable.compile(g, device=device)
+    if device.startswith("vulkan"):
+        for k in exe.executable.kernels:  # every emitted SPIR-V module must pass spirv-val
+            validate(k.spirv)
+    outs = exe(*inputs)
     refs = g.reference(*inputs)
     assert len(outs) == len(refs)
     for o, r in zip(outs, refs):
