@@ -110,6 +110,5 @@ def close_all() -> None:
     """Close every live device (pool, then backend) before interpreter teardown scrambles the order."""
     with _live_lock:
         for d in _live.values():
-            d.pool.clear()
-            d.backend.close()
+            d.backend.close()  # frees every buffer it still owns, pooled ones included
         _live.clear()
