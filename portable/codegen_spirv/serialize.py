@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..compiler.mlir import gpu, ir, passmanager
+from ..compiler.patterns import apply_patterns
 from ..errors import CompileError
 
 
@@ -35,8 +36,15 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                 f.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
                     f"#spirv.entry_point_abi<workgroup_size = [{x}, {y}, {z}]>")
         try:
+            # Vector transfers become scalar loads/stores (a pointer bitcast to a vector type is invalid in
+            # Vulkan's logical addressing); the arithmetic stays on vectors.
             passmanager.PassManager.parse(
-                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},convert-gpu-to-spirv,"
+                "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
+            apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
+            passmanager.PassManager.parse(
+                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},"
+                "gpu.module(lower-affine,canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
+                "convert-gpu-to-spirv,"
                 "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
             ).run(module.operation)
         except ir.MLIRError as e:

@@ -13,6 +13,7 @@ from ..executable import Executable, Kernel
 from . import dispatch, plan, rewrites, strategy, transform_script
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
+from .patterns import apply_patterns
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
 COMPILE_COUNT = 0
@@ -167,7 +168,10 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl
 
-            ocl = emit_opencl(gm.operation)
+            # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores.
+            single = ir.Module.parse("module attributes {gpu.container_module} {\n" + asm + "\n}")
+            apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
+            ocl = emit_opencl(next(op for op in single.body.operations if op.operation.name == "gpu.module").operation)
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)

@@ -15,6 +15,7 @@ from .linalg_info import OpKind
 class Strategy:
     tile: tuple[int, ...]  # workgroup tile per loop; 0 = whole loop inside the thread
     threads: tuple[int, ...]  # threads per loop; 0 = not distributed
+    vectorize: bool = False  # every thread's tile is static and its innermost extent fits a vector register
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
@@ -63,4 +64,17 @@ def choose(kind: OpKind, profile: dict) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
-    return Strategy(tuple(tile), tuple(threads))
+    return Strategy(tuple(tile), tuple(threads), _can_vectorize(kind, tile, per_thread, profile))
+
+
+def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
+    """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
+    innermost per-thread extent is a vector width the targets have (2 or 4; SPIR-V has no wider vectors
+    without the Vector16 capability)."""
+    if not profile.get("vectorize", False) or kind.kind != "elementwise":
+        return False
+    if any(it != "parallel" for it in kind.iterators) or any(t == 0 for t in tile):
+        return False  # loops left whole inside a thread would become huge vectors
+    if any(r % t for r, t in zip(kind.ranges, tile)):
+        return False
+    return per_thread[-1] in (2, 4)

@@ -46,11 +46,24 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
             emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%tc{k}_{j}"
+        if s.vectorize:
+            emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+            for h in [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, len(fused) + 1)]:
+                emit(f"    transform.structured.vectorize {h} : {any_op}")
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
     emit(f"    transform.apply_patterns to %funcs {{ transform.apply_patterns.canonicalization }} : {any_op}")
     emit(f"    transform.apply_cse to %funcs : {any_op}")
     emit(f"    %b = transform.bufferization.one_shot_bufferize %root {{bufferize_function_boundaries = true, "
          f"function_boundary_type_conversion = 1 : i32}} : ({any_op}) -> {any_op}")
+    if any(s.vectorize for s in strategies):
+        # Canonical 1-d vector transfers; each target lowers them its own way (codegen_spirv unrolls them to
+        # scalar accesses: pointer bitcasts to vectors are invalid in Vulkan's logical addressing).
+        emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
+        emit("    transform.apply_patterns to %bf {")
+        for p in ("vector.transfer_permutation_patterns",
+                  "vector.cast_away_vector_leading_one_dim", "vector.lower_broadcast", "canonicalization"):
+            emit(f"      transform.apply_patterns.{p}")
+        emit(f"    }} : {any_op}")
     for g, s in zip(groups, strategies):
         k = g.index
         wx, wy, wz = s.workgroup_size
