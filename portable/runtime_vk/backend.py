@@ -1,0 +1,243 @@
+"""VulkanBackend: portable's Backend contract on one Vulkan device.
+
+Every operation is synchronous (record, submit, wait), so a buffer or kernel handed back to the caller is
+never in use by the GPU when the call returns. Not thread-safe: use one backend per thread.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend, DeviceInfo
+from ..errors import DeviceNotFound, DriverError, PortableError
+from ..executable import Kernel
+from . import buffers, commands, pipelines
+from .buffers import Buffer, Staging
+from .commands import DescriptorArena
+from .device import Device
+from .discovery import describe_devices, discovery_instance
+from .instance import Instance, require_loader
+from .pipeline_cache import PipelineCache
+from .pipelines import LoadedKernel
+
+DEFAULT_TIMEOUT_S = 300.0  # one submission may run this long before it counts as a hung device
+
+
+class _Owned:
+    """Everything a backend owns, released in dependency order. It holds no reference to the backend, so
+    weakref.finalize can release it when a backend is dropped without close()."""
+
+    def __init__(self) -> None:
+        self.instance: Instance | None = None
+        self.own_instance = False
+        self.device: Device | None = None
+        self.buffers: dict[int, Buffer] = {}
+        self.kernels: dict[str, LoadedKernel] = {}
+        self.staging: Staging | None = None
+        self.arena: DescriptorArena | None = None
+        self.cache: PipelineCache | None = None
+
+    def release(self) -> None:
+        dev = self.device
+        if dev is not None:
+            try:
+                # Even after a timeout: work still running must finish before its objects go. A really
+                # lost device returns VK_ERROR_DEVICE_LOST here at once.
+                dev.wait_idle()
+            except PortableError:
+                dev.lost = True  # go on destroying: a lost device still needs its objects freed
+            for lk in self.kernels.values():
+                pipelines.destroy(dev, lk)
+            self.kernels.clear()
+            if self.arena is not None:
+                self.arena.destroy()
+            if self.staging is not None:
+                self.staging.destroy()
+            for buf in list(self.buffers.values()):
+                buffers.free(dev, buf)
+            self.buffers.clear()
+            if self.cache is not None:
+                if not dev.lost:
+                    self.cache.save()
+                self.cache.destroy()
+            dev.destroy()
+            self.device = None
+        if self.own_instance and self.instance is not None:
+            self.instance.close()
+        self.instance = None
+
+
+class VulkanBackend(Backend):
+    """One Vulkan device ("vulkan:<index>"). validation=True enables the Khronos validation layer and
+    collects its warnings and errors in `validation_messages`."""
+
+    def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        require_loader()
+        self._own = _Owned()
+        try:
+            self._open(index, validation, timeout_s)
+        except BaseException:
+            self._own.release()
+            raise
+        # Created after the instance's own finalizer, so at interpreter exit (finalizers run newest first)
+        # the device goes before the instance it was made from.
+        self._finalizer = weakref.finalize(self, self._own.release)
+
+    def _open(self, index: int, validation: bool, timeout_s: float) -> None:
+        own = self._own
+        if validation:  # a private instance: the layer is per instance, and so is the message sink
+            own.instance, own.own_instance = Instance(validation_enabled=True), True
+        else:
+            own.instance = discovery_instance()
+        self.validation_messages: list[str] = own.instance.validation_messages if validation else []
+        devices, reasons = own.instance.compute_devices()
+        if not 0 <= index < len(devices):
+            listing = describe_devices([d.info for d in devices])
+            extra = "".join(f"\n  ({r})" for r in reasons)
+            raise DeviceNotFound(
+                f"vulkan:{index}: no such device; {len(devices)} Vulkan device(s) with a compute queue "
+                f"exist:\n{listing}{extra}"
+            )
+        pd = devices[index]
+        self.info: DeviceInfo = pd.info
+        own.device = Device(pd, timeout_s)
+        own.staging = Staging(own.device)
+        own.arena = DescriptorArena(own.device)
+        own.cache = PipelineCache(own.device.handle, pd)
+
+    # ---- introspection -------------------------------------------------------------------------------
+    @property
+    def queue_family(self) -> tuple[int, str]:
+        """(queue family index in use, why it was chosen)."""
+        dev = self._device()
+        return dev.family, dev.family_reason
+
+    @property
+    def pipeline_cache_path(self) -> str:
+        return str(self._own.cache.path) if self._own.cache else ""
+
+    @property
+    def pipeline_cache_loaded_bytes(self) -> int:
+        """Bytes of driver cache data loaded from disk at start (0: nothing reused)."""
+        return self._own.cache.loaded_bytes if self._own.cache else 0
+
+    def __repr__(self) -> str:
+        state = "closed" if not self._finalizer.alive else "open"
+        return f"<VulkanBackend {self.info.uri if hasattr(self, 'info') else '?'} {state}>"
+
+    # ---- helpers ---------------------------------------------------------------------------------------
+    def _device(self) -> Device:
+        dev = self._own.device
+        if dev is None:
+            raise RuntimeError("this VulkanBackend is closed")
+        dev.check_usable()
+        return dev
+
+    def _buffer(self, buf: Any) -> Buffer:
+        dev = self._device()
+        if not isinstance(buf, Buffer) or buf.owner != dev.serial:
+            raise ValueError(f"{buf!r} is not a buffer of {dev.name}")
+        if buf.freed:
+            raise ValueError(f"{buf!r} was freed")
+        return buf
+
+    # ---- Backend contract --------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> Buffer:
+        """A device-local storage buffer of `nbytes`; OutOfDeviceMemory names the size and the limit."""
+        buf = buffers.allocate(self._device(), int(nbytes))
+        self._own.buffers[id(buf)] = buf
+        return buf
+
+    def free(self, buffer: Any) -> None:
+        """Release `buffer` now (idempotent); close() frees whatever is left."""
+        if isinstance(buffer, Buffer) and buffer.freed:
+            return
+        buf = self._buffer(buffer)
+        buffers.free(self._own.device, buf)
+        self._own.buffers.pop(id(buf), None)
+
+    def upload(self, buffer: Any, data: np.ndarray) -> None:
+        """Copy `data` to the start of `buffer` through the staging buffer, in chunks if large."""
+        buf = self._buffer(buffer)
+        src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if src.nbytes > buf.nbytes:
+            raise ValueError(f"{src.nbytes} bytes do not fit {buf!r}")
+        if not src.nbytes:
+            return
+        dev, staging = self._own.device, self._own.staging
+        chunk = staging.ensure(src.nbytes)
+        for off in range(0, src.nbytes, chunk):
+            n = min(chunk, src.nbytes - off)
+            staging.view[:n] = src[off:off + n]
+            dev.submit(lambda cmd, off=off, n=n: commands.copy(cmd, staging.handle, buf.handle, 0, off, n, False),
+                       f"upload of {n} bytes")
+
+    def download(self, buffer: Any, nbytes: int) -> np.ndarray:
+        """The first `nbytes` of `buffer`, as a new uint8 array."""
+        buf = self._buffer(buffer)
+        nbytes = int(nbytes)
+        if not 0 <= nbytes <= buf.nbytes:
+            raise ValueError(f"cannot read {nbytes} bytes from {buf!r}")
+        out = np.empty(nbytes, dtype=np.uint8)
+        if not nbytes:
+            return out
+        dev, staging = self._own.device, self._own.staging
+        chunk = staging.ensure(nbytes)
+        for off in range(0, nbytes, chunk):
+            n = min(chunk, nbytes - off)
+            dev.submit(lambda cmd, off=off, n=n: commands.copy(cmd, buf.handle, staging.handle, off, 0, n, True),
+                       f"download of {n} bytes")
+            out[off:off + n] = staging.view[:n]
+        return out
+
+    def load_kernel(self, kernel: Kernel) -> LoadedKernel:
+        """The pipeline for `kernel`, built once per backend (and through the on-disk pipeline cache)."""
+        dev = self._device()
+        key = kernel.key()
+        lk = self._own.kernels.get(key)
+        if lk is None:
+            lk = pipelines.build(kernel, dev, self._own.cache)
+            self._own.kernels[key] = lk
+        return lk
+
+    def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
+        """Record every dispatch into one command buffer (barrier between consecutive ones), submit, wait."""
+        dev = self._device()
+        max_count = self.info.limits["max_workgroup_count"]
+        bound: list[tuple[LoadedKernel, list[Buffer]]] = []
+        recorded = []
+        for n, (lk, bufs, grid, push) in enumerate(dispatches):
+            if not isinstance(lk, LoadedKernel) or lk.owner != dev.serial or lk.pipeline is None:
+                raise ValueError(f"dispatch {n}: {lk!r} is not a kernel loaded by this backend (use load_kernel)")
+            k = lk.kernel
+            if len(bufs) != k.num_buffers:
+                raise ValueError(f"dispatch {n} ({k.name}): {len(bufs)} buffers given, the kernel takes "
+                                 f"{k.num_buffers}")
+            grid = tuple(int(g) for g in grid)
+            if len(grid) != 3 or min(grid) < 0:
+                raise ValueError(f"dispatch {n} ({k.name}): grid {grid} must be three counts >= 0")
+            if any(g > m for g, m in zip(grid, max_count, strict=True)):
+                raise DriverError(
+                    f"dispatch {n} ({k.name}): grid {grid} exceeds maxComputeWorkGroupCount {max_count} of "
+                    f"{dev.name}; the plan must split this dispatch (compile for this device's profile)")
+            if len(push) != len(k.push_constants):
+                raise ValueError(f"dispatch {n} ({k.name}): {len(push)} push constants given, the kernel "
+                                 f"takes {len(k.push_constants)} {k.push_constants}")
+            if any(not -(1 << 31) <= int(v) < (1 << 32) for v in push):
+                raise ValueError(f"dispatch {n} ({k.name}): push constants {list(push)} do not fit 32 bits")
+            bound.append((lk, [self._buffer(b) for b in bufs]))
+            recorded.append((lk, grid, commands.pack_push_constants(push) if push else None))
+        if not recorded:
+            return
+        layouts = [lk.set_layout for lk, _ in bound if lk.set_layout is not None]
+        sets = self._own.arena.allocate(layouts, sum(len(b) for _, b in bound))
+        commands.write_sets(dev, bound, sets)
+        dev.submit(lambda cmd: commands.record_dispatches(cmd, recorded, sets), f"{len(recorded)} dispatch(es)")
+
+    def close(self) -> None:
+        """Wait for the device, destroy everything in order, save the pipeline cache. Idempotent."""
+        self._finalizer()

@@ -1,0 +1,157 @@
+"""Device-local storage buffers (one VkDeviceMemory each, until portable/memory pools them) and the
+host-visible staging buffer that uploads and downloads go through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import OutOfDeviceMemory
+from . import tracking
+from ._vk import vk
+from .device import Device
+from .errors import guard
+
+_MIB = 1 << 20
+STAGING_MAX = 64 * _MIB  # larger transfers go in chunks: no need to pin gigabytes of host memory
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A device-local storage buffer; opaque to callers, who only pass it back to its backend."""
+
+    nbytes: int  # what was asked for
+    size: int  # the VkBuffer's size: nbytes rounded up to 4, since shaders address 32-bit words
+    handle: Any
+    memory: Any
+    owner: int  # serial of the Device that made it
+    freed: bool = False
+
+    def __repr__(self) -> str:
+        state = "freed" if self.freed else "live"
+        return f"<vulkan Buffer {self.nbytes} bytes, {state}>"
+
+
+def _create(device: Device, size: int, usage: int, required: int, preferred: int, what: str) -> tuple[Any, Any]:
+    """(VkBuffer, VkDeviceMemory) bound together; nothing is left behind when any step fails."""
+    dev = device.handle
+    with guard(f"vkCreateBuffer ({what}, {size} bytes) on {device.name}"):
+        handle = vk.vkCreateBuffer(dev, vk.VkBufferCreateInfo(
+            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+    memory = None
+    try:
+        reqs = vk.vkGetBufferMemoryRequirements(dev, handle)
+        index = device.find_memory_type(reqs.memoryTypeBits, required, preferred)
+        if index is None and required & vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT:
+            # No device-local type for this buffer (rare): any allowed type still works, just slower.
+            index = device.find_memory_type(reqs.memoryTypeBits, required & ~vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        if index is None:
+            raise OutOfDeviceMemory(f"{device.name} has no memory type usable for {what}")
+        alloc = vk.VkMemoryAllocateInfo(allocationSize=reqs.size, memoryTypeIndex=index)
+        with guard(f"vkAllocateMemory of {reqs.size} bytes ({what}) on {device.name}", OutOfDeviceMemory):
+            memory = vk.vkAllocateMemory(dev, alloc, None)
+        device.allocations += 1
+        with guard(f"vkBindBufferMemory ({what}) on {device.name}"):
+            vk.vkBindBufferMemory(dev, handle, memory, 0)
+    except BaseException:
+        if memory is not None:
+            _destroy(device, handle, memory)
+        else:
+            vk.vkDestroyBuffer(dev, handle, None)
+        raise
+    return handle, memory
+
+
+def _destroy(device: Device, handle: Any, memory: Any) -> None:
+    vk.vkDestroyBuffer(device.handle, handle, None)
+    vk.vkFreeMemory(device.handle, memory, None)
+    device.allocations -= 1
+
+
+def allocate(device: Device, nbytes: int) -> Buffer:
+    """A device-local STORAGE | TRANSFER_SRC | TRANSFER_DST buffer of `nbytes`, checked against limits
+    first so an impossible size gives a clear error rather than a driver failure."""
+    if nbytes <= 0:
+        raise ValueError(f"buffer size must be > 0, got {nbytes}")
+    size = (nbytes + 3) & ~3
+    lim = device.pd.info.limits
+    for key, vk_name, advice in (
+        ("max_storage_buffer_range", "maxStorageBufferRange", "split the tensor or bind it in ranges"),
+        ("max_buffer_bytes", "the largest single allocation (maxMemoryAllocationSize / heap size)",
+         "split the tensor or use a smaller batch"),
+    ):
+        if size > lim[key]:
+            raise OutOfDeviceMemory(
+                f"a buffer of {nbytes} bytes exceeds {vk_name} = {lim[key]} bytes of {device.name}; {advice}"
+            )
+    if device.allocations >= device.pd.max_allocation_count:
+        raise OutOfDeviceMemory(
+            f"{device.name} allows {device.pd.max_allocation_count} memory allocations "
+            f"(maxMemoryAllocationCount) and all are in use; free buffers"
+        )
+    usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+             | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+    handle, memory = _create(device, size, usage, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
+                             f"a storage buffer of {nbytes} bytes")
+    tracking.created("buffer")
+    return Buffer(nbytes=nbytes, size=size, handle=handle, memory=memory, owner=device.serial)
+
+
+def free(device: Device, buf: Buffer) -> None:
+    """Destroy `buf` (idempotent). The caller guarantees the device no longer uses it."""
+    if buf.freed:
+        return
+    _destroy(device, buf.handle, buf.memory)
+    buf.freed = True
+    buf.handle = buf.memory = None
+    tracking.destroyed("buffer")
+
+
+class Staging:
+    """One persistently mapped, host-visible, coherent buffer, grown on demand up to STAGING_MAX.
+
+    Coherent memory needs no flush/invalidate calls; host-cached is preferred because reading back from
+    uncached (write-combined) memory is an order of magnitude slower on discrete GPUs.
+    """
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.size = 0
+        self.handle = self.memory = None
+        self.view: np.ndarray | None = None  # uint8 view of the mapping
+
+    def ensure(self, nbytes: int) -> int:
+        """Make room for min(nbytes, STAGING_MAX) bytes; returns the chunk size transfers should use."""
+        want = min(max(nbytes, 1), STAGING_MAX)
+        if want <= self.size:
+            return self.size
+        self.destroy()
+        size = min(max(_MIB, 1 << (want - 1).bit_length()), STAGING_MAX)  # powers of two: few regrowths
+        usage = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        self.handle, self.memory = _create(self.device, size, usage, host, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                                           "the staging buffer")
+        tracking.created("staging")
+        try:
+            with guard(f"vkMapMemory of the staging buffer on {self.device.name}"):
+                mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, size, 0)
+        except BaseException:
+            _destroy(self.device, self.handle, self.memory)
+            self.handle = self.memory = None
+            tracking.destroyed("staging")
+            raise
+        self.view = np.frombuffer(mapped, dtype=np.uint8, count=size)
+        self.size = size
+        return size
+
+    def destroy(self) -> None:
+        if self.handle is None:
+            return
+        self.view = None  # drop the numpy view before the mapping disappears
+        vk.vkUnmapMemory(self.device.handle, self.memory)
+        _destroy(self.device, self.handle, self.memory)
+        self.handle = self.memory = None
+        self.size = 0
+        tracking.destroyed("staging")

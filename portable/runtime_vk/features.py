@@ -1,0 +1,86 @@
+"""Optional device features kernels may need (fp16/int8 arithmetic and storage, int64, timeline
+semaphores, the Vulkan memory model): which a device has, and the chain that enables them.
+
+Each comes from a Vulkan version or, before it, from a KHR extension; one table serves both the query
+(discovery) and the enable (device creation), so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._vk import chain, make_version, new_struct, vk
+
+# (struct, sType constant name, core since, extension before that, fields)
+_STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
+    ("VkPhysicalDevice16BitStorageFeatures", "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES",
+     make_version(1, 1), "VK_KHR_16bit_storage", ("storageBuffer16BitAccess",)),
+    ("VkPhysicalDevice8BitStorageFeatures", "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES",
+     make_version(1, 2), "VK_KHR_8bit_storage", ("storageBuffer8BitAccess",)),
+    ("VkPhysicalDeviceShaderFloat16Int8Features", "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES",
+     make_version(1, 2), "VK_KHR_shader_float16_int8", ("shaderFloat16", "shaderInt8")),
+    ("VkPhysicalDeviceTimelineSemaphoreFeatures", "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES",
+     make_version(1, 2), "VK_KHR_timeline_semaphore", ("timelineSemaphore",)),
+    ("VkPhysicalDeviceVulkanMemoryModelFeatures",
+     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES",
+     make_version(1, 2), "VK_KHR_vulkan_memory_model", ("vulkanMemoryModel", "vulkanMemoryModelDeviceScope")),
+]
+_CORE_FIELDS = ("shaderInt64", "shaderInt16", "shaderFloat64")
+V1_1 = make_version(1, 1)
+
+
+def _usable(api: int, extensions: frozenset[str], since: int, ext: str) -> str | None:
+    """'' if core at `api`, the extension name if only the extension offers it, None if unavailable."""
+    if api >= since:
+        return ""
+    return ext if ext in extensions else None
+
+
+def query(handle: Any, api: int, extensions: frozenset[str]) -> dict[str, bool]:
+    """Every feature of the table (plus a few core ones) -> whether the device supports it."""
+    out = {f: False for *_, fields in _STRUCTS for f in fields}
+    if api < V1_1:  # no vkGetPhysicalDeviceFeatures2 in core 1.0: report core features only
+        core = vk.vkGetPhysicalDeviceFeatures(handle)
+        out.update({f: bool(getattr(core, f)) for f in _CORE_FIELDS})
+        return out
+    head = new_struct("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+    links = []
+    for ctype, stype, since, ext, fields in _STRUCTS:
+        if _usable(api, extensions, since, ext) is not None:
+            links.append((new_struct(ctype, getattr(vk, stype)), fields))
+    chain(head, *(s for s, _ in links))  # `links` keeps the structs alive across the call
+    vk.lib.vkGetPhysicalDeviceFeatures2(handle, head)
+    for s, fields in links:
+        out.update({f: bool(getattr(s, f)) for f in fields})
+    out.update({f: bool(getattr(head.features, f)) for f in _CORE_FIELDS})
+    return out
+
+
+def enable_chain(api: int, extensions: frozenset[str], supported: dict[str, bool]) -> tuple[Any, list[Any], list[str]]:
+    """(VkPhysicalDeviceFeatures2 to chain into VkDeviceCreateInfo.pNext, structs to keep alive,
+    device extensions to enable) turning on every supported feature of the table.
+
+    Enabling a feature costs nothing at run time; not enabling one makes a kernel that uses it invalid.
+    For a 1.0 device the first item is a plain VkPhysicalDeviceFeatures for pEnabledFeatures instead.
+    """
+    if api < V1_1:
+        core = vk.ffi.new("VkPhysicalDeviceFeatures*")
+        for f in _CORE_FIELDS:
+            setattr(core, f, int(supported.get(f, False)))
+        return core, [core], []
+    head = new_struct("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+    for f in _CORE_FIELDS:
+        setattr(head.features, f, int(supported.get(f, False)))
+    links, exts = [], []
+    for ctype, stype, since, ext, fields in _STRUCTS:
+        how = _usable(api, extensions, since, ext)
+        wanted = [f for f in fields if supported.get(f)]
+        if how is None or not wanted:
+            continue
+        s = new_struct(ctype, getattr(vk, stype))
+        for f in wanted:
+            setattr(s, f, 1)
+        links.append(s)
+        if how:
+            exts.append(how)
+    return head, chain(head, *links), exts
