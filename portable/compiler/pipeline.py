@@ -89,7 +89,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         strategies = []
         for g in groups:
             t = classify(g.target)
-            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators), profile))
+            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators), profile, g.kind))
         dump("dispatch", str(module))
         script = transform_script.build(groups, strategies)
         dump("transform-script", script)

@@ -16,6 +16,9 @@ class Strategy:
     tile: tuple[int, ...]  # workgroup tile per loop; 0 = whole loop inside the thread
     threads: tuple[int, ...]  # threads per loop; 0 = not distributed
     vectorize: bool = False  # every thread's tile is static and its innermost extent fits a vector register
+    # Matmul groups: the root's reduction loop is tiled by k_tile inside each thread, so a thread's
+    # accumulator tile lives in registers across the K loop (0 = no K tiling).
+    root_k_tile: tuple[int, ...] = ()
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
@@ -38,7 +41,7 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
-def choose(kind: OpKind, profile: dict) -> Strategy:
+def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     """Pick tiles for the op that a group tiles (its last consumer or its root).
 
     `kind.ranges`/`iterators` describe that op. Per-thread work per parallel loop comes from the profile:
@@ -64,8 +67,24 @@ def choose(kind: OpKind, profile: dict) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
-    return Strategy(tuple(tile), tuple(threads), _can_vectorize(kind, tile, per_thread, profile))
+    vec = _can_vectorize(kind, tile, per_thread, profile)
+    k_tile: tuple[int, ...] = ()
+    if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
+        vec = True
+        k = root.iterators.index("reduction")
+        kt = next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
+        k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
+    return Strategy(tuple(tile), tuple(threads), vec, k_tile)
 
+
+def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
+    """Register-blocked vector matmul needs static per-thread tiles: every workgroup tile divides its loop."""
+    if not profile.get("vectorize", False) or root.iterators.count("reduction") != 1:
+        return False
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
+        return False
+    return per_thread[par[-1]] in (2, 4)
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose

@@ -47,9 +47,24 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%tc{k}_{j}"
         if s.vectorize:
+            handles = [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, len(fused) + 1)]
+            if s.root_k_tile:
+                # The root (matmul) gets a K loop of static steps; its accumulator is then hoisted into
+                # registers (loop-invariant read/write of the output tile become iter_args).
+                root = handles[len(g.consumers)] if g.consumers else handles[0]
+                kts = ", ".join(str(t) for t in s.root_k_tile)
+                emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for {root} tile_sizes [{kts}] "
+                     f": ({any_op}) -> ({any_op}, {any_op})")
+                handles = [f"%kt{k}" if h == root else h for h in handles]
             emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
-            for h in [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, len(fused) + 1)]:
+            for h in handles:
                 emit(f"    transform.structured.vectorize {h} : {any_op}")
+            if s.root_k_tile:
+                emit(f"    transform.apply_patterns to {cont} {{")
+                emit("      transform.apply_patterns.vector.reduction_to_contract")
+                emit("      transform.apply_patterns.canonicalization")
+                emit(f"    }} : {any_op}")
+                emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
     emit(f"    transform.apply_patterns to %funcs {{ transform.apply_patterns.canonicalization }} : {any_op}")
     emit(f"    transform.apply_cse to %funcs : {any_op}")
@@ -60,7 +75,8 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
         # scalar accesses: pointer bitcasts to vectors are invalid in Vulkan's logical addressing).
         emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
         emit("    transform.apply_patterns to %bf {")
-        for p in ("vector.transfer_permutation_patterns",
+        for p in ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
+                  "vector.transfer_permutation_patterns",
                   "vector.cast_away_vector_leading_one_dim", "vector.lower_broadcast", "canonicalization"):
             emit(f"      transform.apply_patterns.{p}")
         emit(f"    }} : {any_op}")
