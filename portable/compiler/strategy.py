@@ -67,6 +67,15 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
+    # Grid dimension i (x = innermost distributed loop) must stay within the device's workgroup-count limit:
+    # past it, each thread takes proportionally more of that loop.
+    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    for i, d in enumerate(reversed(par[-3:])):
+        blocks = -(-kind.ranges[d] // tile[d])
+        if blocks > max_count[i]:
+            factor = -(-blocks // max_count[i])
+            per_thread[d] *= factor
+            tile[d] *= factor
     vec = _can_vectorize(kind, tile, per_thread, profile)
     k_tile: tuple[int, ...] = ()
     if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
@@ -84,7 +93,7 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    return per_thread[par[-1]] in (2, 4)
+    return per_thread[par[-1]] in (1, 2, 4)
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
