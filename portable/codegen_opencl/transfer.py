@@ -1,0 +1,105 @@
+"""vector.transfer_read / transfer_write that stay in bounds, for 1-D and N-D vectors.
+
+Only the forms that need no masking: every dimension `in_bounds`, no mask operand, and a minor identity
+permutation map (the vector's dims are the memref's innermost dims, in order). Each row of the vector is one
+vloadN/vstoreN when its lanes are contiguous in memory, else lane by lane.
+"""
+
+from __future__ import annotations
+
+from ..compiler.mlir import ir
+from ..errors import UnsupportedOp
+from . import nd_vectors as nd
+from . import types as T
+from .vector_ops import lane
+
+
+def _check(op, memref_type: ir.MemRefType, vector_type: ir.Type, n_fixed: int) -> None:
+    name = op.operation.name
+    if len(op.operands) != n_fixed + memref_type.rank:
+        raise UnsupportedOp(f"{name} with a mask")
+    in_bounds = op.attributes["in_bounds"]
+    if not all(ir.BoolAttr(b).value for b in in_bounds):
+        raise UnsupportedOp(f"{name} that may run out of bounds (needs masking)")
+    amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    if amap != ir.AffineMap.get_minor_identity(memref_type.rank, len(vector_type.shape)):
+        raise UnsupportedOp(f"{name} with permutation map {amap}")
+
+
+def _lane_offsets(mem, vector_type: ir.Type) -> list[int]:
+    """Element offset of each lane (row-major) from the first, through the memref's innermost strides."""
+    shape = list(vector_type.shape)
+    strides = mem.strides[len(mem.strides) - len(shape):]
+    offsets = []
+    for e in range(T.lanes(vector_type)):
+        off, rest = 0, e
+        for size, stride in zip(reversed(shape), reversed(strides)):
+            off += (rest % size) * stride
+            rest //= size
+        offsets.append(off)
+    return offsets
+
+
+def _rows(vector_type: ir.Type) -> tuple[ir.Type, int]:
+    rt = nd.row_type(vector_type) if nd.is_multi(vector_type) else vector_type
+    return rt, T.lanes(rt)
+
+
+def _load(mem, idx: str) -> str:
+    if mem.half_buffer:
+        return f"vload_half({idx}, {mem.name})"
+    return f"{mem.name}[{idx}]"
+
+
+def _pointer(mem, idx: str) -> str:
+    return mem.name if idx == "0" else f"{mem.name} + {idx}"
+
+
+def transfer_read(em, op) -> None:
+    source, result = op.operands[0], op.results[0]
+    mt, vt = source.type, result.type
+    _check(op, mt, vt, 2)
+    indices = list(op.operands[1:1 + mt.rank])
+    mem = em.mems.get(source)
+    if mem is None or T.is_i1(mem.element):
+        raise UnsupportedOp("vector.transfer_read of an i1 memref or of a view")
+    offsets = _lane_offsets(mem, vt)
+    rt, n = _rows(vt)
+    slots = []
+    for k in range(0, len(offsets), n):
+        row = offsets[k:k + n]
+        _, idx = em.address(source, indices, row[0])
+        if n == 1:
+            expr = _load(mem, idx)
+        elif row == list(range(row[0], row[0] + n)):  # contiguous
+            expr = f"vload{'_half' if mem.half_buffer else ''}{n}(0, {_pointer(mem, idx)})"
+        else:
+            expr = f"({em.ct(rt)})({', '.join(_load(mem, em.address(source, indices, o)[1]) for o in row)})"
+        slots.append(em.declare(em.ct(rt), expr))
+    em.bind(result, slots)
+
+
+def transfer_write(em, op) -> None:
+    value, dest = op.operands[0], op.operands[1]
+    mt, vt = dest.type, value.type
+    _check(op, mt, vt, 2)
+    indices = list(op.operands[2:2 + mt.rank])
+    mem = em.mems.get(dest)
+    if mem is None or T.is_i1(mem.element):
+        raise UnsupportedOp("vector.transfer_write to an i1 memref or to a view")
+    offsets = _lane_offsets(mem, vt)
+    rt, n = _rows(vt)
+    for slot, k in zip(em.slots(value), range(0, len(offsets), n), strict=True):
+        row = offsets[k:k + n]
+        if n > 1 and row == list(range(row[0], row[0] + n)):
+            _, idx = em.address(dest, indices, row[0])
+            suffix = f"_half{n}_rte" if mem.half_buffer else str(n)
+            em.line(f"vstore{suffix}({slot}, 0, {_pointer(mem, idx)});")
+            continue
+        for i, o in enumerate(row):
+            _, idx = em.address(dest, indices, o)
+            x = lane(slot, i, rt)
+            em.line(f"vstore_half_rte({x}, {idx}, {mem.name});" if mem.half_buffer else f"{mem.name}[{idx}] = {x};")
+
+
+HANDLERS = {"vector.transfer_read": transfer_read, "vector.transfer_write": transfer_write}

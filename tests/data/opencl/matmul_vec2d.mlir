@@ -1,0 +1,133 @@
+// A pipeline output (portable.compiler, vectorized 8x16 @ 16x32 matmul, after vector.lower_transfer): 2-D
+// transfers, vector.to_elements/from_elements, reductions with accumulators. C (%arg1) = A (%arg2) @ B (%arg0).
+module attributes {gpu.container_module} {
+  gpu.module @main_kernel {
+    gpu.func @main_kernel(%arg0: memref<16x32xf32>, %arg1: memref<8x32xf32>, %arg2: memref<8x16xf32>) kernel attributes {known_block_size = array<i32: 8, 1, 1>, known_grid_size = array<i32: 1, 1, 1>} {
+      %c4 = arith.constant 4 : index
+      %c16 = arith.constant 16 : index
+      %0 = ub.poison : f32
+      %c0 = arith.constant 0 : index
+      %cst = arith.constant dense<0.000000e+00> : vector<8x4xf32>
+      %thread_id_x = gpu.thread_id x
+      %1 = arith.muli %thread_id_x, %c4 overflow<nsw> : index
+      vector.transfer_write %cst, %arg1[%c0, %1] {in_bounds = [true, true]} : vector<8x4xf32>, memref<8x32xf32>
+      scf.for %arg3 = %c0 to %c16 step %c4 {
+        %2 = vector.transfer_read %arg2[%c0, %arg3], %0 {in_bounds = [true, true]} : memref<8x16xf32>, vector<8x4xf32>
+        %3 = vector.transfer_read %arg0[%arg3, %1], %0 {in_bounds = [true, true]} : memref<16x32xf32>, vector<4x4xf32>
+        %4:16 = vector.to_elements %3 : vector<4x4xf32>
+        %5 = vector.transfer_read %arg1[%c0, %1], %0 {in_bounds = [true, true]} : memref<8x32xf32>, vector<8x4xf32>
+        %6 = vector.extract %2[0] : vector<4xf32> from vector<8x4xf32>
+        %7 = vector.from_elements %4#0, %4#4, %4#8, %4#12 : vector<4xf32>
+        %8 = vector.extract %5[0, 0] : f32 from vector<8x4xf32>
+        %9 = arith.mulf %6, %7 : vector<4xf32>
+        %10 = vector.reduction <add>, %9, %8 : vector<4xf32> into f32
+        %11 = vector.from_elements %4#1, %4#5, %4#9, %4#13 : vector<4xf32>
+        %12 = vector.extract %5[0, 1] : f32 from vector<8x4xf32>
+        %13 = arith.mulf %6, %11 : vector<4xf32>
+        %14 = vector.reduction <add>, %13, %12 : vector<4xf32> into f32
+        %15 = vector.from_elements %4#2, %4#6, %4#10, %4#14 : vector<4xf32>
+        %16 = vector.extract %5[0, 2] : f32 from vector<8x4xf32>
+        %17 = arith.mulf %6, %15 : vector<4xf32>
+        %18 = vector.reduction <add>, %17, %16 : vector<4xf32> into f32
+        %19 = vector.from_elements %4#3, %4#7, %4#11, %4#15 : vector<4xf32>
+        %20 = vector.extract %5[0, 3] : f32 from vector<8x4xf32>
+        %21 = arith.mulf %6, %19 : vector<4xf32>
+        %22 = vector.reduction <add>, %21, %20 : vector<4xf32> into f32
+        %23 = vector.extract %2[1] : vector<4xf32> from vector<8x4xf32>
+        %24 = vector.extract %5[1, 0] : f32 from vector<8x4xf32>
+        %25 = arith.mulf %23, %7 : vector<4xf32>
+        %26 = vector.reduction <add>, %25, %24 : vector<4xf32> into f32
+        %27 = vector.extract %5[1, 1] : f32 from vector<8x4xf32>
+        %28 = arith.mulf %23, %11 : vector<4xf32>
+        %29 = vector.reduction <add>, %28, %27 : vector<4xf32> into f32
+        %30 = vector.extract %5[1, 2] : f32 from vector<8x4xf32>
+        %31 = arith.mulf %23, %15 : vector<4xf32>
+        %32 = vector.reduction <add>, %31, %30 : vector<4xf32> into f32
+        %33 = vector.extract %5[1, 3] : f32 from vector<8x4xf32>
+        %34 = arith.mulf %23, %19 : vector<4xf32>
+        %35 = vector.reduction <add>, %34, %33 : vector<4xf32> into f32
+        %36 = vector.extract %2[2] : vector<4xf32> from vector<8x4xf32>
+        %37 = vector.extract %5[2, 0] : f32 from vector<8x4xf32>
+        %38 = arith.mulf %36, %7 : vector<4xf32>
+        %39 = vector.reduction <add>, %38, %37 : vector<4xf32> into f32
+        %40 = vector.extract %5[2, 1] : f32 from vector<8x4xf32>
+        %41 = arith.mulf %36, %11 : vector<4xf32>
+        %42 = vector.reduction <add>, %41, %40 : vector<4xf32> into f32
+        %43 = vector.extract %5[2, 2] : f32 from vector<8x4xf32>
+        %44 = arith.mulf %36, %15 : vector<4xf32>
+        %45 = vector.reduction <add>, %44, %43 : vector<4xf32> into f32
+        %46 = vector.extract %5[2, 3] : f32 from vector<8x4xf32>
+        %47 = arith.mulf %36, %19 : vector<4xf32>
+        %48 = vector.reduction <add>, %47, %46 : vector<4xf32> into f32
+        %49 = vector.extract %2[3] : vector<4xf32> from vector<8x4xf32>
+        %50 = vector.extract %5[3, 0] : f32 from vector<8x4xf32>
+        %51 = arith.mulf %49, %7 : vector<4xf32>
+        %52 = vector.reduction <add>, %51, %50 : vector<4xf32> into f32
+        %53 = vector.extract %5[3, 1] : f32 from vector<8x4xf32>
+        %54 = arith.mulf %49, %11 : vector<4xf32>
+        %55 = vector.reduction <add>, %54, %53 : vector<4xf32> into f32
+        %56 = vector.extract %5[3, 2] : f32 from vector<8x4xf32>
+        %57 = arith.mulf %49, %15 : vector<4xf32>
+        %58 = vector.reduction <add>, %57, %56 : vector<4xf32> into f32
+        %59 = vector.extract %5[3, 3] : f32 from vector<8x4xf32>
+        %60 = arith.mulf %49, %19 : vector<4xf32>
+        %61 = vector.reduction <add>, %60, %59 : vector<4xf32> into f32
+        %62 = vector.extract %2[4] : vector<4xf32> from vector<8x4xf32>
+        %63 = vector.extract %5[4, 0] : f32 from vector<8x4xf32>
+        %64 = arith.mulf %62, %7 : vector<4xf32>
+        %65 = vector.reduction <add>, %64, %63 : vector<4xf32> into f32
+        %66 = vector.extract %5[4, 1] : f32 from vector<8x4xf32>
+        %67 = arith.mulf %62, %11 : vector<4xf32>
+        %68 = vector.reduction <add>, %67, %66 : vector<4xf32> into f32
+        %69 = vector.extract %5[4, 2] : f32 from vector<8x4xf32>
+        %70 = arith.mulf %62, %15 : vector<4xf32>
+        %71 = vector.reduction <add>, %70, %69 : vector<4xf32> into f32
+        %72 = vector.extract %5[4, 3] : f32 from vector<8x4xf32>
+        %73 = arith.mulf %62, %19 : vector<4xf32>
+        %74 = vector.reduction <add>, %73, %72 : vector<4xf32> into f32
+        %75 = vector.extract %2[5] : vector<4xf32> from vector<8x4xf32>
+        %76 = vector.extract %5[5, 0] : f32 from vector<8x4xf32>
+        %77 = arith.mulf %75, %7 : vector<4xf32>
+        %78 = vector.reduction <add>, %77, %76 : vector<4xf32> into f32
+        %79 = vector.extract %5[5, 1] : f32 from vector<8x4xf32>
+        %80 = arith.mulf %75, %11 : vector<4xf32>
+        %81 = vector.reduction <add>, %80, %79 : vector<4xf32> into f32
+        %82 = vector.extract %5[5, 2] : f32 from vector<8x4xf32>
+        %83 = arith.mulf %75, %15 : vector<4xf32>
+        %84 = vector.reduction <add>, %83, %82 : vector<4xf32> into f32
+        %85 = vector.extract %5[5, 3] : f32 from vector<8x4xf32>
+        %86 = arith.mulf %75, %19 : vector<4xf32>
+        %87 = vector.reduction <add>, %86, %85 : vector<4xf32> into f32
+        %88 = vector.extract %2[6] : vector<4xf32> from vector<8x4xf32>
+        %89 = vector.extract %5[6, 0] : f32 from vector<8x4xf32>
+        %90 = arith.mulf %88, %7 : vector<4xf32>
+        %91 = vector.reduction <add>, %90, %89 : vector<4xf32> into f32
+        %92 = vector.extract %5[6, 1] : f32 from vector<8x4xf32>
+        %93 = arith.mulf %88, %11 : vector<4xf32>
+        %94 = vector.reduction <add>, %93, %92 : vector<4xf32> into f32
+        %95 = vector.extract %5[6, 2] : f32 from vector<8x4xf32>
+        %96 = arith.mulf %88, %15 : vector<4xf32>
+        %97 = vector.reduction <add>, %96, %95 : vector<4xf32> into f32
+        %98 = vector.extract %5[6, 3] : f32 from vector<8x4xf32>
+        %99 = arith.mulf %88, %19 : vector<4xf32>
+        %100 = vector.reduction <add>, %99, %98 : vector<4xf32> into f32
+        %101 = vector.extract %2[7] : vector<4xf32> from vector<8x4xf32>
+        %102 = vector.extract %5[7, 0] : f32 from vector<8x4xf32>
+        %103 = arith.mulf %101, %7 : vector<4xf32>
+        %104 = vector.reduction <add>, %103, %102 : vector<4xf32> into f32
+        %105 = vector.extract %5[7, 1] : f32 from vector<8x4xf32>
+        %106 = arith.mulf %101, %11 : vector<4xf32>
+        %107 = vector.reduction <add>, %106, %105 : vector<4xf32> into f32
+        %108 = vector.extract %5[7, 2] : f32 from vector<8x4xf32>
+        %109 = arith.mulf %101, %15 : vector<4xf32>
+        %110 = vector.reduction <add>, %109, %108 : vector<4xf32> into f32
+        %111 = vector.extract %5[7, 3] : f32 from vector<8x4xf32>
+        %112 = arith.mulf %101, %19 : vector<4xf32>
+        %113 = vector.reduction <add>, %112, %111 : vector<4xf32> into f32
+        %114 = vector.from_elements %10, %14, %18, %22, %26, %29, %32, %35, %39, %42, %45, %48, %52, %55, %58, %61, %65, %68, %71, %74, %78, %81, %84, %87, %91, %94, %97, %100, %104, %107, %110, %113 : vector<8x4xf32>
+        vector.transfer_write %114, %arg1[%c0, %1] {in_bounds = [true, true]} : vector<8x4xf32>, memref<8x32xf32>
+      }
+      gpu.return
+    }
+  }
+}
