@@ -55,4 +55,6 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         if cap:
             opts["workgroup_invocations"] = min(int(opts.get("workgroup_invocations", 64)), int(cap))
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
+    # f16 arithmetic in kernels (OpenCL: cl_khr_fp16); without it f16 is storage only, math in f32.
+    opts["fp16"] = bool(limits.get("fp16", False))
     return opts

@@ -28,6 +28,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
+        # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
+        # build of convert-gpu-to-spirv crashes on gpu.func workgroup attributions, and its memory-space map
+        # does not take #gpu.address_space here, so name the storage class directly.
+        gpu_module_asm = gpu_module_asm.replace("#gpu.address_space<workgroup>", "#spirv.storage_class<Workgroup>")
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
         gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
         for f in gm.regions[0].blocks[0].operations:

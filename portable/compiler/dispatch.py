@@ -139,7 +139,12 @@ def form_groups(func_op: ir.Operation) -> list[Group]:
             p = _defining_op(v)
             if p is None:
                 continue
-            if p.name == "linalg.generic" and classify(p).kind == "fill" and len(_uses(v)) == 1:
+            if p.name == "linalg.generic" and classify(p).kind == "fill":
+                if len(_uses(v)) > 1:
+                    # CSE merged identical fills of several ops: give this op its own, fused into its kernel.
+                    clone = p.clone(ir.InsertionPoint(op))
+                    op.operation.replace_uses_of_with(v, clone.results[0])
+                    p = clone.operation
                 g.producers.append(p)
         groups.append(g)
         group_of_result[key(op.results[0])] = g

@@ -171,7 +171,9 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores.
             single = ir.Module.parse("module attributes {gpu.container_module} {\n" + asm + "\n}")
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
-            ocl = emit_opencl(next(op for op in single.body.operations if op.operation.name == "gpu.module").operation)
+            rewrites.workgroup_allocs_to_attributions(single)
+            gmod = next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
+            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)

@@ -19,9 +19,14 @@ class Strategy:
     # Matmul groups: the root's reduction loop is tiled by k_tile inside each thread, so a thread's
     # accumulator tile lives in registers across the K loop (0 = no K tiling).
     root_k_tile: tuple[int, ...] = ()
+    # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
+    # combining partials through workgroup memory (0 = each thread reduces whole rows).
+    reduce_threads: int = 0
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
+        if self.reduce_threads:
+            return (self.reduce_threads, 1, 1)
         dims = [t for t in self.threads if t]
         if len(dims) <= 3:
             x = dims[-1] if dims else 1
@@ -50,6 +55,10 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     """
     invocations = int(profile.get("workgroup_invocations", 64))
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    wg_red = _workgroup_reduction(kind, root, profile)
+    if wg_red:
+        tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
+        return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
         tm, tn = profile.get("thread_tile", (4, 4))
@@ -106,3 +115,21 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
     return per_thread[-1] in (2, 4)
+
+
+def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:
+    """Threads per output element for the workgroup-reduction strategy, or 0 when it does not apply: the
+    profile asks for it (GPUs; on CPU drivers barriers cost more than they save), the root reduces one
+    innermost loop long enough to share, and the grid of one workgroup per output fits the device."""
+    t = int(profile.get("reduction_threads", 0))
+    if not t or root is None or root.kind != "reduction":
+        return 0
+    if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
+        return 0
+    if root.ranges[-1] < 2 * t:
+        return 0
+    par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel"]
+    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):
+        return 0
+    return t

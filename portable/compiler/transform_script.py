@@ -38,33 +38,10 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
             emit(f"    %wp{k}_{j}, %wc{k}_{j} = transform.structured.fuse_into_containing_op %p{k}_{j} into {cont} "
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
-        nts = ", ".join(str(t) for t in s.threads)
-        emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %wt{k} num_threads [{nts}] "
-             f"(mapping = [{_mapping('thread', len(tiled))}]) : ({any_op}) -> ({any_op}, {any_op})")
-        cont = f"%tf{k}"
-        for j in range(1, len(fused) + 1):
-            emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
-                 f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
-            cont = f"%tc{k}_{j}"
-        if s.vectorize:
-            handles = [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, len(fused) + 1)]
-            if s.root_k_tile:
-                # The root (matmul) gets a K loop of static steps; its accumulator is then hoisted into
-                # registers (loop-invariant read/write of the output tile become iter_args).
-                root = handles[len(g.consumers)] if g.consumers else handles[0]
-                kts = ", ".join(str(t) for t in s.root_k_tile)
-                emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for {root} tile_sizes [{kts}] "
-                     f": ({any_op}) -> ({any_op}, {any_op})")
-                handles = [f"%kt{k}" if h == root else h for h in handles]
-            emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
-            for h in handles:
-                emit(f"    transform.structured.vectorize {h} : {any_op}")
-            if s.root_k_tile:
-                emit(f"    transform.apply_patterns to {cont} {{")
-                emit("      transform.apply_patterns.vector.reduction_to_contract")
-                emit("      transform.apply_patterns.canonicalization")
-                emit(f"    }} : {any_op}")
-                emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+        if s.reduce_threads:
+            _workgroup_reduction(emit, g, s, len(fused))
+        else:
+            _threads(emit, g, s, len(fused))
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
     emit(f"    transform.apply_patterns to %funcs {{ transform.apply_patterns.canonicalization }} : {any_op}")
     emit(f"    transform.apply_cse to %funcs : {any_op}")
@@ -85,9 +62,79 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
         wx, wy, wz = s.workgroup_size
         emit(f"    %f{k} = transform.structured.match attributes{{portable.wg{k}}} in %b : ({any_op}) -> {any_op}")
         emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch : ({any_op}) -> {any_op}")
+        sync = "true" if s.reduce_threads else "false"
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
-             f"sync_after_distribute = false : ({any_op}) -> {any_op}")
+             f"sync_after_distribute = {sync} : ({any_op}) -> {any_op}")
     emit("    transform.yield")
     emit("  }")
     emit("}")
     return "\n".join(lines)
+
+
+def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
+    """Thread-level tiling of the workgroup tile; vectorization and the matmul K loop where chosen."""
+    any_op = "!transform.any_op"
+    k = g.index
+    tiled = [t for t in s.tile if t]
+    nts = ", ".join(str(t) for t in s.threads)
+    emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %wt{k} num_threads [{nts}] "
+         f"(mapping = [{_mapping('thread', len(tiled))}]) : ({any_op}) -> ({any_op}, {any_op})")
+    cont = f"%tf{k}"
+    for j in range(1, nfused + 1):
+        emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
+             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        cont = f"%tc{k}_{j}"
+    if s.vectorize:
+        handles = [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, nfused + 1)]
+        if s.root_k_tile:
+            # The root (matmul) gets a K loop of static steps; its accumulator is then hoisted into
+            # registers (loop-invariant read/write of the output tile become iter_args).
+            root = handles[len(g.consumers)] if g.consumers else handles[0]
+            kts = ", ".join(str(t) for t in s.root_k_tile)
+            emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for {root} tile_sizes [{kts}] "
+                 f": ({any_op}) -> ({any_op}, {any_op})")
+            # Only the matmul and its fill: an epilogue on the 2-d register tile would be n-d vector math,
+            # which SPIR-V cannot express (no vector unrolling pass upstream); it stays scalar loops.
+            handles = [f"%kt{k}"] + [h for h in handles[handles.index(root) + 1:]]
+        emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+        for h in handles:
+            emit(f"    transform.structured.vectorize {h} : {any_op}")
+        if s.root_k_tile:
+            emit(f"    transform.apply_patterns to {cont} {{")
+            emit("      transform.apply_patterns.vector.reduction_to_contract")
+            emit("      transform.apply_patterns.canonicalization")
+            emit(f"    }} : {any_op}")
+            emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+
+
+def _workgroup_reduction(emit, g: Group, s: Strategy, nfused: int) -> None:
+    """One workgroup per output element: each thread reduces a slice into workgroup memory, then one thread
+    combines the partials and runs the group's elementwise consumers (so nothing is written twice)."""
+    any_op = "!transform.any_op"
+    k = g.index
+    t = s.reduce_threads
+    nloops = len(g.kind.ranges)
+    red = g.kind.iterators.index("reduction")
+    root = f"%wp{k}_{len(g.consumers)}" if g.consumers else f"%wt{k}"
+    nts = ", ".join(str(t) if i == red else "0" for i in range(nloops))
+    one = ", ".join("1" if i == red else "0" for i in range(nloops))
+    emit(f"    %rfill{k}, %rpart{k}, %rcomb{k}, %rfor{k} = transform.structured.tile_reduction_using_forall {root} "
+         f"by num_threads = [{nts}] tile_sizes = [{one}] mapping = [#gpu.thread<x>] "
+         f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})")
+    # Each thread initializes its own partial (a fill by every thread would race with the partial reductions).
+    emit(f"    %rft{k}, %rff{k} = transform.structured.tile_using_forall %rfill{k} num_threads [{', '.join(['1'] * (nloops - 1) + [str(t)])}] "
+         f"(mapping = [{_mapping('thread', nloops)}]) : ({any_op}) -> ({any_op}, {any_op})")
+    emit(f"    %rbuf{k}, %rnew{k} = transform.structured.bufferize_to_allocation %rff{k} "
+         f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")
+    # The combine and the consumers run on one thread.
+    last = f"%wt{k}" if g.consumers else f"%rcomb{k}"
+    npar = len(s.tile) if g.consumers else nloops - 1
+    ones = ", ".join(["1"] * npar)
+    emit(f"    %ct{k}, %cf{k} = transform.structured.tile_using_forall {last} num_threads [{ones}] "
+         f"(mapping = [{_mapping('thread', npar)}]) : ({any_op}) -> ({any_op}, {any_op})")
+    cont = f"%cf{k}"
+    inner = [f"%wp{k}_{j}" for j in range(1, len(g.consumers))] + ([f"%rcomb{k}"] if g.consumers else [])
+    for j, h in enumerate(inner):
+        emit(f"    %cp{k}_{j}, %cc{k}_{j} = transform.structured.fuse_into_containing_op {h} into {cont} "
+             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        cont = f"%cc{k}_{j}"

@@ -1,0 +1,48 @@
+"""Code-generation strategies that the CPU drivers' own profiles do not pick, forced on and run here, so every
+strategy a GPU profile may choose is checked on the devices CI has."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+from portable import profiles
+from portable.codegen_spirv import validate
+from portable.compiler.pipeline import compile_module
+from portable.devices import open_device
+
+
+def _compile_and_load(g, device, tmp_path, **overrides):
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
+    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
+    if live.info.api == "vulkan":
+        for k in exe.kernels:
+            validate(k.spirv)
+    path = tmp_path / "g.ptx"
+    exe.save(path)
+    return exe, portable.load(path, device=device)
+
+
+@pytest.mark.parametrize("shape", [(33, 1000), (4, 129), (1, 4096)])
+def test_workgroup_reduction(device, tmp_path, shape):
+    g = portable.Graph()
+    x = g.input(shape)
+    g.output(g.softmax(x, axis=-1), g.mean(x, axis=1), g.max(x, axis=-1, keepdims=True), g.sum(x, axis=-1))
+    exe, loaded = _compile_and_load(g, device, tmp_path, reduction_threads=64)
+    assert any(k.workgroup_size == (64, 1, 1) for k in exe.kernels)
+    xs = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    for out, ref in zip(loaded(xs), g.reference(xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tile", [(4, 4), (8, 1), (2, 2)])
+def test_matmul_thread_tiles(device, tmp_path, tile):
+    g = portable.Graph()
+    a, b, bias = g.input((64, 48)), g.input((48, 128)), g.input((128,))
+    g.output(g.relu(g.add(g.matmul(a, b), bias)))
+    _, loaded = _compile_and_load(g, device, tmp_path, thread_tile=list(tile), workgroup_invocations=32)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 128), (128,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
