@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
+from .vector_buffers import vectorize_buffers
 from ..errors import CompileError
 
 
@@ -24,7 +25,7 @@ def target_env_options(profile: dict) -> str:
 
 
 def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
-                          dump=None) -> bytes:
+                          dump=None, access: tuple[str, ...] = ()) -> bytes:
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
@@ -42,6 +43,14 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         try:
             # Vector transfers become scalar loads/stores (a pointer bitcast to a vector type is invalid in
             # Vulkan's logical addressing); the arithmetic stays on vectors.
+            # First unroll to 1-d transfers and make the aligned ones vec4 buffer accesses, then scalarize the
+            # rest.
+            passmanager.PassManager.parse(
+                "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
+            ).run(module.operation)
+            if profile.get("vector_buffers", True):
+                vectorize_buffers(next(op for op in module.body.operations
+                                       if op.operation.name == "gpu.module").operation)
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
@@ -53,6 +62,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
+        _decorate_buffers(module, access)
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.
@@ -69,6 +79,22 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
         objects = ir.ArrayAttr(binary.attributes["objects"])
         return bytes(gpu.ObjectAttr(objects[0]).object)
+
+
+def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
+    """Restrict on every buffer, NonWritable on those the kernel only reads: what GLSL's `restrict readonly`
+    gives, and what lets drivers use their read-only caches (the serializer turns these unit attributes
+    into OpDecorate)."""
+    for spv in module.body.operations:
+        if spv.operation.name != "spirv.module":
+            continue
+        for op in spv.regions[0].blocks[0].operations:
+            if op.operation.name != "spirv.GlobalVariable" or "binding" not in op.attributes:
+                continue
+            i = ir.IntegerAttr(op.attributes["binding"]).value
+            op.attributes["restrict"] = ir.UnitAttr.get()
+            if i < len(access) and "w" not in access[i]:
+                op.attributes["non_writable"] = ir.UnitAttr.get()
 
 
 def _tool(name: str) -> str:

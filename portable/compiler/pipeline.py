@@ -163,7 +163,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         spirv = opencl = None
         asm = str(gm)
         if "vulkan" in targets:
-            spirv = spirv_from_gpu_module(asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t))
+            spirv = spirv_from_gpu_module(asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl

@@ -1,0 +1,148 @@
+"""Give SPIR-V real 128-bit loads: kernel buffers accessed by aligned 1-d vector<4> transfers become
+buffers of vec4 elements.
+
+SPIR-V in Vulkan's logical addressing cannot reinterpret a float pointer as a vec4 pointer, so a vector load
+from a float buffer becomes four scalar loads (a quarter of the memory throughput on GPUs that coalesce
+wide loads). Retyping the buffer `memref<...xNxf32>` to `memref<...x(N/4)xvector<4xf32>>` keeps the bytes
+the same for the runtime. A buffer is retyped only when every vector access on it is 4 wide at an innermost
+index provably a multiple of 4, and it has no scalar stores (a scalar store would need a read-modify-write
+of a vector other threads may be writing); scalar loads become a vector load plus an extract.
+"""
+
+from __future__ import annotations
+
+from ..compiler.mlir import arith, ir, memref, vector
+
+WIDTH = 4
+
+
+def _const(v: ir.Value) -> int | None:
+    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
+        a = v.owner.attributes["value"]
+        if isinstance(a, ir.IntegerAttr):
+            return a.value
+    return None
+
+
+def _multiple(v: ir.Value, n: int, depth: int = 0) -> bool:
+    """Whether index `v` is provably a multiple of n (constants, products, sums, loop ivs on such steps)."""
+    if depth > 24:
+        return False
+    c = _const(v)
+    if c is not None:
+        return c % n == 0
+    if isinstance(v, ir.BlockArgument):
+        owner = v.owner.owner  # the op holding the block
+        if owner is not None and owner.name == "scf.for" and v.arg_number == 0:
+            lb, _, step = owner.operands[0], owner.operands[1], owner.operands[2]
+            return _multiple(lb, n, depth + 1) and _multiple(step, n, depth + 1)
+        return False
+    op = v.owner
+    name = op.operation.name
+    a = list(op.operands)
+    if name == "arith.muli":
+        return _multiple(a[0], n, depth + 1) or _multiple(a[1], n, depth + 1)
+    if name in ("arith.addi", "arith.subi"):
+        return _multiple(a[0], n, depth + 1) and _multiple(a[1], n, depth + 1)
+    if name == "arith.shli":
+        s = _const(a[1])
+        return s is not None and (1 << s) % n == 0 or _multiple(a[0], n, depth + 1)
+    if name in ("arith.index_cast", "arith.index_castui"):
+        return _multiple(a[0], n, depth + 1)
+    return False
+
+
+_VEC = ("vector.transfer_read", "vector.transfer_write")
+
+
+def _accesses(fn: ir.Operation) -> list[ir.Operation]:
+    found = []
+
+    def visit(op):
+        if op.name in _VEC + ("memref.load", "memref.store"):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return found
+
+
+def _mem_and_indices(op: ir.Operation) -> tuple[ir.Value, list[ir.Value]]:
+    ops = list(op.operands)
+    if op.name == "vector.transfer_read":  # source, indices, padding[, mask]
+        n = int(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[1])
+        return ops[0], ops[1:1 + n]
+    if op.name == "vector.transfer_write":  # vector, dest, indices[, mask]
+        n = int(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[2])
+        return ops[1], ops[2:2 + n]
+    if op.name == "memref.store":
+        return ops[1], ops[2:]
+    return ops[0], ops[1:]
+
+
+def _plain_vec4(op: ir.Operation) -> bool:
+    """A 1-d, unmasked, in-bounds transfer of WIDTH lanes along the innermost dim."""
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    if seg[-1] != 0:
+        return False
+    vt = op.results[0].type if op.name == "vector.transfer_read" else op.operands[0].type
+    if list(ir.VectorType(vt).shape) != [WIDTH]:
+        return False
+    if "in_bounds" not in op.attributes or str(op.attributes["in_bounds"]) != "[true]":
+        return False
+    amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    n = amap.n_dims
+    return len(amap.results) == 1 and str(amap.results[0]) == f"d{n - 1}"
+
+
+def vectorize_buffers(gpu_module: ir.Operation) -> None:
+    """Retype eligible kernel buffer arguments of every gpu.func in `gpu_module` to vec4 elements, in place."""
+    for fn in gpu_module.regions[0].blocks[0].operations:
+        if fn.operation.name != "gpu.func":
+            continue
+        fn = fn.operation
+        entry = fn.regions[0].blocks[0]
+        nargs = len(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
+        new_inputs = []
+        for i, arg in enumerate(list(entry.arguments)[:nargs]):
+            new_inputs.append(arg.type)
+            t = arg.type
+            if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
+                continue
+            if t.shape[-1] % WIDTH or not isinstance(t.element_type, (ir.F32Type, ir.IntegerType)):
+                continue
+            mine = [op for op in _accesses(fn) if _mem_and_indices(op)[0] == arg]  # fresh: rewrites erase ops
+            vec = [op for op in mine if op.name in _VEC]
+            if not vec or any(op.name == "memref.store" for op in mine):
+                continue
+            if not all(_plain_vec4(op) and _multiple(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
+                continue
+            elem_v = ir.VectorType.get([WIDTH], t.element_type)
+            new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // WIDTH], elem_v)
+            arg.set_type(new_t)
+            new_inputs[-1] = new_t
+            for op in mine:
+                _rewrite(op, arg, elem_v)
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(new_inputs, list(ftype.results)))
+
+
+def _rewrite(op: ir.Operation, mem: ir.Value, elem_v: ir.Type) -> None:
+    idx_t = ir.IndexType.get()
+    with ir.InsertionPoint(op), op.location:
+        _, idx = _mem_and_indices(op)
+        w = arith.ConstantOp(idx_t, WIDTH).result
+        outer = list(idx[:-1]) + [arith.DivUIOp(idx[-1], w).result]
+        if op.name == "vector.transfer_read":
+            new = memref.LoadOp(mem, outer).result
+            op.results[0].replace_all_uses_with(new)
+        elif op.name == "vector.transfer_write":
+            memref.StoreOp(op.operands[0], mem, outer)
+        else:  # scalar memref.load: load the vector, take the lane
+            v = memref.LoadOp(mem, outer).result
+            lane = arith.RemUIOp(idx[-1], w).result
+            new = vector.ExtractOp(v, dynamic_position=[lane],
+                                   static_position=[ir.ShapedType.get_dynamic_size()]).result
+            op.results[0].replace_all_uses_with(new)
+    op.erase()
+
