@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +15,20 @@ from . import cache
 from .devices import LiveDevice, open_device
 from .errors import PackageError, PortableError, UnsupportedOp
 from .executable import Executable
-from .session import BoundExecutable
+from .session import DEFAULT_IN_FLIGHT, BoundExecutable
 
 DEFAULT_DEVICE = "vulkan:0"
 
 
 def graph_text(graph: Any) -> str:
-    """MLIR text for anything `compile` takes: MLIR text, an MLIR module object, or a portable.Graph."""
+    """MLIR text for anything `compile` takes: MLIR text, an MLIR module object, a portable.Graph, or an ONNX
+    model (a path ending in .onnx, serialized bytes, an onnx.ModelProto; dynamic dims pinned, batch 1)."""
+    from .frontend.onnx_import import is_onnx  # no onnx or MLIR import until a model is really given
+
+    if is_onnx(graph):
+        from .frontend.onnx_import import onnx_to_mlir
+
+        return onnx_to_mlir(graph)
     if isinstance(graph, str):
         return graph
     if hasattr(graph, "to_mlir"):
@@ -28,14 +38,28 @@ def graph_text(graph: Any) -> str:
     raise UnsupportedOp(f"cannot compile a {type(graph).__name__}: pass MLIR text, an MLIR module or a portable.Graph")
 
 
-class CompiledGraph:
-    """A graph compiled for one device: call it with numpy arrays, get a tuple of numpy arrays."""
+def _release(cell: list) -> None:
+    """Finalizer of a CompiledGraph: its buffers go back to the device pool (cheap, never to the driver)."""
+    bound, cell[0] = cell[0], None
+    if bound is not None:
+        bound.release()
 
-    def __init__(self, exe: Executable, device: LiveDevice):
+
+class CompiledGraph:
+    """A graph compiled for one device: call it with numpy arrays, get a tuple of numpy arrays.
+
+    `submit` returns a Future and `run_async` an awaitable; up to `max_in_flight` runs overlap (uploads,
+    dispatches and downloads of successive runs). Safe to call from several threads.
+    """
+
+    def __init__(self, exe: Executable, device: LiveDevice, max_in_flight: int = DEFAULT_IN_FLIGHT):
         self.executable = exe
         self.device = device
-        self._bound: BoundExecutable | None = None
+        self.max_in_flight = max_in_flight
+        self.package_target = ""  # "api:profile" chosen from a .ptpk by load()
+        self._cell: list[BoundExecutable | None] = [None]
         self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _release, self._cell)
 
     @property
     def inputs(self):
@@ -46,31 +70,52 @@ class CompiledGraph:
         return [sig for _, sig in self.executable.outputs]
 
     def _bind(self) -> BoundExecutable:
-        if self._bound is None:
-            self._bound = BoundExecutable(self.executable, self.device.backend, self.device.pool)
-        return self._bound
+        with self._lock:
+            if self._cell[0] is None:
+                if not self._finalizer.alive:
+                    raise PortableError("this compiled graph is closed; compile or load it again")
+                self._cell[0] = BoundExecutable(self.executable, self.device.backend, self.device.pool,
+                                                self.max_in_flight)
+            return self._cell[0]
+
+    def submit(self, *inputs: Any) -> Future:
+        """Start a run and return at once; the Future resolves to the tuple of outputs."""
+        return self._bind().submit(*inputs)
+
+    async def run_async(self, *inputs: Any) -> tuple[np.ndarray, ...]:
+        """`await exe.run_async(a, b)`: the run does not block the event loop."""
+        return await asyncio.wrap_future(self.submit(*inputs))
 
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
-        with self.device.lock, self._lock:
-            return self._bind()(*inputs)
+        return self.submit(*inputs).result()
+
+    @property
+    def peak_device_bytes(self) -> int:
+        """The most device memory this graph has held at once (constants + buffers of every run in flight)."""
+        bound = self._cell[0]
+        return bound.peak_device_bytes if bound is not None else 0
+
+    @property
+    def run_device_bytes(self) -> int:
+        """Device memory one run needs: constants, inputs, outputs and the planned intermediates."""
+        return self._bind().device_bytes
 
     def save(self, path: str | Path) -> None:
         self.executable.save(path)
 
     def close(self) -> None:
-        with self._lock:
-            if self._bound is not None:
-                self._bound.release()
-                self._bound = None
+        """Wait for runs in flight and give the buffers back to the device pool (idempotent)."""
+        self._finalizer()
 
-    def __del__(self):  # buffers go back to the device pool, never to the driver, so this is cheap and safe
-        try:
-            self.close()
-        except Exception:
-            pass
+    def __enter__(self) -> CompiledGraph:  # noqa: PYI034 - a plain class, never subclassed for this
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def compile(graph: Any, device: str = DEFAULT_DEVICE, *, targets: tuple[str, ...] | None = None) -> CompiledGraph:
+def compile(graph: Any, device: str = DEFAULT_DEVICE, *, targets: tuple[str, ...] | None = None,
+            max_in_flight: int = DEFAULT_IN_FLIGHT) -> CompiledGraph:
     """Compile `graph` for `device` (kernels come from the on-disk cache when this graph was compiled before).
 
     `targets` defaults to the device's API; pass ("vulkan", "opencl") to carry kernels for both in a saved file.
@@ -85,7 +130,7 @@ def compile(graph: Any, device: str = DEFAULT_DEVICE, *, targets: tuple[str, ...
 
         exe = compile_module(text, live.options, targets)
         cache.store(k, exe)
-    return CompiledGraph(exe, live)
+    return CompiledGraph(exe, live, max_in_flight)
 
 
 def run(graph: Any, *inputs: Any, device: str = DEFAULT_DEVICE) -> tuple[np.ndarray, ...]:
@@ -93,16 +138,29 @@ def run(graph: Any, *inputs: Any, device: str = DEFAULT_DEVICE) -> tuple[np.ndar
     return compile(graph, device=device)(*inputs)
 
 
-def load(path: str | Path, device: str = DEFAULT_DEVICE) -> CompiledGraph:
-    """Load a saved Executable and bind it to `device`; needs no MLIR."""
-    exe = Executable.load(path)
+def load(path: str | Path, device: str = DEFAULT_DEVICE, *, max_in_flight: int = DEFAULT_IN_FLIGHT) -> CompiledGraph:
+    """Load a package (.ptpk: the best target for `device` is picked) or a saved Executable and bind it to
+    `device`; needs no MLIR."""
+    from .package import Package, is_package
+
     live = open_device(device)
     api = live.info.api
+    if is_package(path):
+        pkg = Package(path)
+        try:
+            device_profile = live.profile["name"]
+        except (RuntimeError, OSError):  # a runtime-only install without devices/: the package's rules decide
+            device_profile = None
+        target = pkg.select(live.info, device_profile)
+        compiled = CompiledGraph(pkg.executable(target), live, max_in_flight)
+        compiled.package_target = str(target)
+        return compiled
+    exe = Executable.load(path)
     missing = [k.name for k in exe.kernels if (k.spirv if api == "vulkan" else k.opencl) is None]
     if missing:
         raise PackageError(f"{path} has no {api} kernels (compiled for targets '{exe.target}'); "
                            f"recompile with targets including '{api}'")
-    return CompiledGraph(exe, live)
+    return CompiledGraph(exe, live, max_in_flight)
 
 
 __all__ = ["compile", "run", "load", "CompiledGraph", "PortableError"]

@@ -1,14 +1,17 @@
 """The contract every runtime fills in (one small class per API), and what a device says about itself.
 
 The runtimes (`runtime_vk`, `runtime_cl`) implement `Backend`; `portable.session` runs an Executable's plan
-through it. Nothing here imports MLIR.
+through it: buffers come from `portable.memory`'s pool (blocks + views), and a plan bound to its buffers is
+recorded once (`Backend.record`) and replayed asynchronously (`Recording.submit`). Nothing here imports MLIR.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +37,37 @@ class DeviceInfo:
     @property
     def uri(self) -> str:
         return f"{self.api}:{self.index}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One dispatch of a plan bound to buffers: a loaded kernel, its buffers, workgroup counts, push constants."""
+
+    kernel: Any
+    buffers: tuple[Any, ...]
+    grid: tuple[int, int, int]
+    push_constants: tuple[int, ...] = ()
+
+
+class Recording(ABC):
+    """A plan recorded for fixed buffers: copies in, dispatches, copies out. At most one run in flight;
+    `submit` waits for the previous one when needed."""
+
+    mode: str = ""  # how it replays, e.g. "vulkan-replay", "opencl-command-buffer", "opencl-kernels"
+    dispatches: int = 0
+    barriers: int = 0  # barriers (Vulkan) or dependency edges (OpenCL) recorded between dispatches
+
+    @abstractmethod
+    def submit(self, inputs: Sequence[np.ndarray]) -> Future:
+        """Copy `inputs` (one per upload, already checked) in, run, and return a Future of the downloads as
+        uint8 arrays. The arrays may be reused as soon as submit returns."""
+
+    @abstractmethod
+    def wait_idle(self) -> None:
+        """Block until the run in flight (if any) has finished and its outputs were copied out."""
+
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 class Backend(ABC):
@@ -64,6 +98,25 @@ class Backend(ABC):
     def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
         """Run (loaded kernel, buffers, grid, push-constant values) in order, each seeing the writes of the
         ones before it, and wait for completion."""
+
+    def allocate_block(self, nbytes: int) -> Any:
+        """A buffer that pools carve views from; may exceed the bindable range where the API allows."""
+        return self.allocate(nbytes)
+
+    @abstractmethod
+    def view(self, block: Any, offset: int, nbytes: int) -> Any:
+        """A buffer handle for `nbytes` of `block` at `offset` (aligned to buffer_limits()["alignment"]);
+        free() releases the view only."""
+
+    @abstractmethod
+    def buffer_limits(self) -> dict[str, int]:
+        """{"alignment": view offset alignment, "max_block": largest allocation, "max_range": largest view}."""
+
+    @abstractmethod
+    def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
+               downloads: Sequence[tuple[Any, int]]) -> Recording:
+        """Record a plan once for these buffers: (buffer, bytes) uploaded per input, dispatches, (buffer, bytes)
+        downloaded per output. Barriers or event waits only where a dispatch depends on an earlier one."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -1,4 +1,4 @@
-"""`portable devices` and `portable demo`."""
+"""`portable devices`, `portable demo` and `portable compile`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,26 @@ def _demo(args) -> int:
     return 0 if ok else 1
 
 
+def _compile(args) -> int:
+    """Compile a model or MLIR file once per --target into one deployable package (.ptpk)."""
+    from pathlib import Path
+
+    from .package import Package, build
+
+    src = Path(args.model)
+    if not src.exists():
+        print(f"error: {src}: no such file", file=sys.stderr)
+        return 2
+    graph = src.read_text() if src.suffix == ".mlir" else str(src)
+    t0 = time.perf_counter()
+    digest = build(graph, args.target, args.output)
+    pkg = Package(args.output)
+    size = Path(args.output).stat().st_size
+    print(f"wrote {args.output}: {len(pkg.targets)} target(s) ({', '.join(map(str, pkg.targets))}), "
+          f"{size / 1024:.1f} KiB, content hash {digest[:16]}, in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="portable")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -62,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="run a small graph on a device and check it against numpy")
     d.add_argument("--device", default="vulkan:0")
     d.set_defaults(fn=_demo)
+    c = sub.add_parser("compile", help="compile model.onnx or graph.mlir into a package for one or more targets")
+    c.add_argument("model", help="an ONNX model (.onnx) or MLIR text of linalg on tensors (.mlir)")
+    c.add_argument("--target", action="append", required=True,
+                   help="API:PROFILE, e.g. vulkan:lavapipe, opencl:pocl, vulkan:generic (repeatable)")
+    c.add_argument("-o", "--output", required=True, help="the package file to write (.ptpk)")
+    c.set_defaults(fn=_compile)
     args = p.parse_args(argv)
     from .errors import PortableError
 

@@ -28,3 +28,9 @@ def test_devices() -> list[str] | None:
     """PORTABLE_TEST_DEVICES=vulkan:0,opencl:0 limits the device-parametrized tests."""
     v = os.environ.get("PORTABLE_TEST_DEVICES")
     return [s.strip() for s in v.split(",") if s.strip()] if v else None
+
+
+def test_fresh_venv() -> bool:
+    """PORTABLE_TEST_FRESH_VENV=1 runs the slow test that installs the runtime alone (no MLIR) into a new
+    virtual environment and runs a package there (about half a minute; off by default to keep CI fast)."""
+    return os.environ.get("PORTABLE_TEST_FRESH_VENV", "") not in ("", "0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import re
 import threading
 from dataclasses import dataclass
@@ -49,8 +50,16 @@ def devices() -> tuple[list[Device], list[str]]:
     for api in APIS:
         infos, errs = _enumerate(api)
         failures.extend(errs)
-        found.extend(Device(i, profiles.match(i)["name"]) for i in infos)
+        found.extend(Device(i, _profile_name(i)) for i in infos)
     return found, failures
+
+
+def _profile_name(info: DeviceInfo) -> str:
+    """The matched profile's name; a runtime-only install without devices/ still lists its devices."""
+    try:
+        return profiles.match(info)["name"]
+    except (RuntimeError, OSError) as e:
+        return f"unknown ({e})"
 
 
 def parse_uri(uri: str) -> tuple[str, int]:
@@ -66,14 +75,22 @@ class LiveDevice:
 
     def __init__(self, backend: Backend):
         self.backend = backend
-        self.profile = profiles.match(backend.info)
-        self.options = profiles.codegen_options(self.profile, backend.info)
-        self.pool = BufferPool(backend.allocate, backend.free)
+        self.pool = BufferPool(backend, f"{backend.info.uri} ({backend.info.name})")
         self.lock = threading.Lock()
 
     @property
     def info(self) -> DeviceInfo:
         return self.backend.info
+
+    @functools.cached_property
+    def profile(self) -> dict:
+        """The matched profile from devices/ (read on first use: running a package needs none)."""
+        return profiles.match(self.backend.info)
+
+    @functools.cached_property
+    def options(self) -> dict:
+        """Codegen options for compiling on this device: the profile clamped to the device's limits."""
+        return profiles.codegen_options(self.profile, self.backend.info)
 
 
 _live: dict[str, LiveDevice] = {}

@@ -10,7 +10,10 @@ import dataclasses
 import hashlib
 import io
 import json
+import struct
 import zipfile
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +94,29 @@ class Executable:
     profile: str = ""  # device profile the kernels were tuned for
     source_hash: str = ""  # hash of the input graph + options (names caches)
 
+    # ---- plain data: the plan as JSON-able dicts, blobs (kernels, constants) through put/get callbacks ----
+    def plan_dict(self) -> dict:
+        """Slots, dispatches and signatures as JSON-able data (kernels and constants are stored apart)."""
+        return {
+            "slots": [dataclasses.asdict(s) for s in self.slots],
+            "dispatches": [dataclasses.asdict(d) for d in self.dispatches],
+            "inputs": [dataclasses.asdict(s) for s in self.inputs],
+            "input_slots": self.input_slots,
+            "outputs": [[slot, dataclasses.asdict(sig)] for slot, sig in self.outputs],
+        }
+
+    @staticmethod
+    def plan_from_dict(m: dict) -> dict:
+        """Constructor arguments for the plan part of an Executable from plan_dict() data."""
+        return {
+            "slots": [Slot(**s) for s in m["slots"]],
+            "dispatches": [Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
+                                 push_constants=tuple(d["push_constants"])) for d in m["dispatches"]],
+            "inputs": [TensorSig(tuple(s["shape"]), s["dtype"]) for s in m["inputs"]],
+            "input_slots": list(m["input_slots"]),
+            "outputs": [(slot, TensorSig(tuple(sig["shape"]), sig["dtype"])) for slot, sig in m["outputs"]],
+        }
+
     # ---- plain-data file format: a zip of manifest.json + kernel blobs + constants ----
     def save(self, path: str | Path) -> None:
         manifest = {
@@ -99,42 +125,21 @@ class Executable:
             "profile": self.profile,
             "source_hash": self.source_hash,
             "kernels": [],
-            "slots": [dataclasses.asdict(s) for s in self.slots],
-            "dispatches": [dataclasses.asdict(d) for d in self.dispatches],
-            "inputs": [dataclasses.asdict(s) for s in self.inputs],
-            "input_slots": self.input_slots,
-            "outputs": [[slot, dataclasses.asdict(sig)] for slot, sig in self.outputs],
+            **self.plan_dict(),
             "constants": sorted(self.constants),
         }
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             for i, k in enumerate(self.kernels):
-                entry = {
-                    "name": k.name,
-                    "workgroup_size": list(k.workgroup_size),
-                    "num_buffers": k.num_buffers,
-                    "push_constants": list(k.push_constants),
-                    "access": list(k.access),
-                    "spirv": None,
-                    "opencl": None,
-                }
-                if k.spirv is not None:
-                    entry["spirv"] = f"kernels/{i}.spv"
-                    z.writestr(entry["spirv"], k.spirv)
-                if k.opencl is not None:
-                    entry["opencl"] = f"kernels/{i}.cl"
-                    z.writestr(entry["opencl"], k.opencl)
-                manifest["kernels"].append(entry)
+                manifest["kernels"].append(kernel_entry(k, f"kernels/{i}", z.writestr))
             for sid, arr in self.constants.items():
-                buf = io.BytesIO()
-                np.save(buf, arr, allow_pickle=False)
-                z.writestr(f"constants/{sid}.npy", buf.getvalue())
+                z.writestr(f"constants/{sid}.npy", npy_bytes(arr))
             z.writestr("manifest.json", json.dumps(manifest, indent=1))
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Executable":
+    def load(cls, path: str | Path) -> Executable:
         path = Path(path)
         if not path.exists():
             raise PackageError(f"{path}: no such file")
@@ -146,40 +151,42 @@ class Executable:
                         f"{path}: format version {manifest.get('format')!r}, this portable reads "
                         f"{FORMAT_VERSION}; recompile the graph with this version"
                     )
-                kernels = []
-                for e in manifest["kernels"]:
-                    kernels.append(
-                        Kernel(
-                            name=e["name"],
-                            workgroup_size=tuple(e["workgroup_size"]),
-                            num_buffers=e["num_buffers"],
-                            spirv=z.read(e["spirv"]) if e["spirv"] else None,
-                            opencl=z.read(e["opencl"]).decode() if e["opencl"] else None,
-                            push_constants=tuple(e["push_constants"]),
-                            access=tuple(e["access"]),
-                        )
-                    )
-                constants = {
-                    sid: np.load(io.BytesIO(z.read(f"constants/{sid}.npy")), allow_pickle=False)
-                    for sid in manifest["constants"]
-                }
+                kernels = [kernel_from_entry(e, z.read) for e in manifest["kernels"]]
+                constants = {sid: npy_load(z.read(f"constants/{sid}.npy")) for sid in manifest["constants"]}
+                plan = cls.plan_from_dict(manifest)
         except PackageError:
             raise
-        except (zipfile.BadZipFile, KeyError, ValueError, EOFError, OSError) as e:
+        except (zipfile.BadZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError, OSError, TypeError) as e:
             raise PackageError(f"{path}: not a readable portable executable ({e}); recompile and save it again") from e
-        return cls(
-            kernels=kernels,
-            slots=[Slot(**s) for s in manifest["slots"]],
-            dispatches=[
-                Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
-                         push_constants=tuple(d["push_constants"]))
-                for d in manifest["dispatches"]
-            ],
-            inputs=[TensorSig(tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]],
-            input_slots=list(manifest["input_slots"]),
-            outputs=[(slot, TensorSig(tuple(sig["shape"]), sig["dtype"])) for slot, sig in manifest["outputs"]],
-            constants=constants,
-            target=manifest["target"],
-            profile=manifest["profile"],
-            source_hash=manifest["source_hash"],
-        )
+        return cls(kernels=kernels, **plan, constants=constants, target=manifest["target"],
+                   profile=manifest["profile"], source_hash=manifest["source_hash"])
+
+
+def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> dict:
+    """A kernel's manifest entry; its SPIR-V / OpenCL C go to `put(name, data)` under `prefix`."""
+    entry = {"name": k.name, "workgroup_size": list(k.workgroup_size), "num_buffers": k.num_buffers,
+             "push_constants": list(k.push_constants), "access": list(k.access), "spirv": None, "opencl": None}
+    if k.spirv is not None:
+        entry["spirv"] = f"{prefix}.spv"
+        put(entry["spirv"], k.spirv)
+    if k.opencl is not None:
+        entry["opencl"] = f"{prefix}.cl"
+        put(entry["opencl"], k.opencl.encode())
+    return entry
+
+
+def kernel_from_entry(e: dict, get: Callable[[str], bytes]) -> Kernel:
+    return Kernel(name=e["name"], workgroup_size=tuple(e["workgroup_size"]), num_buffers=e["num_buffers"],
+                  spirv=get(e["spirv"]) if e["spirv"] else None,
+                  opencl=get(e["opencl"]).decode() if e["opencl"] else None,
+                  push_constants=tuple(e["push_constants"]), access=tuple(e["access"]))
+
+
+def npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def npy_load(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data), allow_pickle=False)

@@ -1,44 +1,114 @@
-"""Runs an Executable's plan on one live device: buffers bound once, constants uploaded once."""
+"""Runs an Executable's plan on one live device: constants uploaded once, the plan recorded once per set of
+bound buffers (a frame) and replayed; up to `max_in_flight` frames run at once so that successive
+submissions overlap. Thread-safe: any thread may submit."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from .backend import Backend
+from .backend import Backend, Recording, Step
 from .errors import ShapeMismatch
 from .executable import Executable
 from .memory import BufferPool, plan_buffers
+from .memory.pool import align_up
+
+DEFAULT_IN_FLIGHT = 2
+
+
+@dataclass(eq=False)
+class Frame:
+    """The buffers of one run (inputs, outputs, intermediates) and the plan recorded for them."""
+
+    buffers: dict[int, Any]
+    owned: list[Any] = field(default_factory=list)
+    recording: Recording | None = None
+    nbytes: int = 0
 
 
 class BoundExecutable:
-    """An Executable whose kernels are loaded and buffers allocated on `backend`; call it with numpy arrays."""
+    """An Executable whose kernels are loaded and constants resident on `backend`; submit numpy arrays."""
 
-    def __init__(self, exe: Executable, backend: Backend, pool: BufferPool):
+    def __init__(self, exe: Executable, backend: Backend, pool: BufferPool, max_in_flight: int = DEFAULT_IN_FLIGHT):
         self.exe = exe
         self.backend = backend
         self.pool = pool
-        loaded = [backend.load_kernel(k) for k in exe.kernels]
+        self.max_in_flight = max(1, int(max_in_flight))
+        self._loaded = [backend.load_kernel(k) for k in exe.kernels]
+        self._cond = threading.Condition()
+        self._frames: list[Frame] = []
+        self._idle: list[Frame] = []
+        self._held = 0  # device bytes this executable holds now
+        self.peak_device_bytes = 0  # the most it held at once (constants + every frame made)
+        self._constants: dict[int, Any] = {}
+        self._const_owned: list[Any] = []
+        try:
+            for sid, data in exe.constants.items():
+                buf = self._acquire(self._const_owned, exe.slots[sid].nbytes, f"constant slot {sid}")
+                self._constants[sid] = buf
+                backend.upload(buf, np.ascontiguousarray(data))
+        except BaseException:
+            self.release()
+            raise
         temps = {s.id: s.nbytes for s in exe.slots if s.kind == "temp"}
-        assignment, sizes = plan_buffers(temps, [d.slots for d in exe.dispatches])
-        self._owned: list[Any] = []
-        shared = [self._acquire(n) for n in sizes]
-        self.buffers: dict[int, Any] = {}
-        for s in exe.slots:
-            self.buffers[s.id] = shared[assignment[s.id]] if s.kind == "temp" else self._acquire(s.nbytes)
-        for sid, data in exe.constants.items():
-            backend.upload(self.buffers[sid], np.ascontiguousarray(data))
-        self.plan = [
-            (loaded[d.kernel], [self.buffers[s] for s in d.slots], d.grid, d.push_constants) for d in exe.dispatches
-        ]
-        self.device_bytes = sum(sizes) + sum(s.nbytes for s in exe.slots if s.kind != "temp")
+        self._assignment, self._temp_sizes = plan_buffers(temps, [d.slots for d in exe.dispatches])
+        self.device_bytes = self._held + self._frame_bytes()  # constants + one frame: one run's footprint
 
-    def _acquire(self, nbytes: int) -> Any:
-        buf = self.pool.acquire(nbytes)
-        self._owned.append(buf)
+    # ---- memory ---------------------------------------------------------------------------------------
+    def _frame_bytes(self) -> int:
+        a = self.pool.alignment
+        rest = sum(align_up(max(s.nbytes, 4), a) for s in self.exe.slots if s.kind in ("input", "output"))
+        return rest + sum(align_up(max(n, 4), a) for n in self._temp_sizes)
+
+    def _acquire(self, owned: list[Any], nbytes: int, name: str) -> Any:
+        buf = self.pool.acquire(nbytes, name)
+        owned.append(buf)
+        self._held += align_up(max(nbytes, 4), self.pool.alignment)
+        self.peak_device_bytes = max(self.peak_device_bytes, self._held)
         return buf
 
+    def _new_frame(self) -> Frame:
+        exe = self.exe
+        frame = Frame(buffers=dict(self._constants))
+        held_before = self._held
+        try:
+            names = {sid: f"input {s.index} {tuple(exe.inputs[s.index].shape)} {exe.inputs[s.index].dtype}"
+                     for s in exe.slots if s.kind == "input" for sid in [s.id]}
+            for k, (sid, sig) in enumerate(exe.outputs):
+                names.setdefault(sid, f"output {k} {tuple(sig.shape)} {sig.dtype}")
+            for s in exe.slots:
+                if s.kind in ("input", "output"):
+                    frame.buffers[s.id] = self._acquire(frame.owned, s.nbytes, names.get(s.id, f"slot {s.id}"))
+            shared = [self._acquire(frame.owned, n, f"intermediate buffer {i} of the plan")
+                      for i, n in enumerate(self._temp_sizes)]
+            for s in exe.slots:
+                if s.kind == "temp":
+                    frame.buffers[s.id] = shared[self._assignment[s.id]]
+            steps = [Step(self._loaded[d.kernel], tuple(frame.buffers[s] for s in d.slots), tuple(d.grid),
+                          tuple(d.push_constants)) for d in exe.dispatches]
+            uploads = [(frame.buffers[sid], sig.nbytes) for sid, sig in zip(exe.input_slots, exe.inputs)]
+            downloads = [(frame.buffers[sid], sig.nbytes) for sid, sig in exe.outputs]
+            frame.recording = self.backend.record(steps, uploads, downloads)
+        except BaseException:
+            self._free_frame(frame)
+            raise
+        frame.nbytes = self._held - held_before
+        return frame
+
+    def _free_frame(self, frame: Frame) -> None:
+        if frame.recording is not None:
+            frame.recording.close()
+            frame.recording = None
+        for b in frame.owned:
+            self.pool.release(b)
+        frame.owned.clear()
+
+    # ---- running --------------------------------------------------------------------------------------
     def check_inputs(self, arrays: Sequence[Any]) -> list[np.ndarray]:
         sigs = self.exe.inputs
         if len(arrays) != len(sigs):
@@ -55,19 +125,69 @@ class BoundExecutable:
             out.append(np.ascontiguousarray(arr))
         return out
 
-    def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+    def _take_frame(self) -> Frame:
+        with self._cond:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._frames) < self.max_in_flight:
+                    self._frames.append(None)  # type: ignore[arg-type]  # reserve the place while allocating
+                    break
+                self._cond.wait()
+        try:
+            frame = self._new_frame()
+        except BaseException:
+            with self._cond:
+                self._frames.remove(None)  # type: ignore[arg-type]
+                self._cond.notify()
+            raise
+        with self._cond:
+            self._frames[self._frames.index(None)] = frame  # type: ignore[arg-type]
+        return frame
+
+    def _give_back(self, frame: Frame) -> None:
+        with self._cond:
+            self._idle.append(frame)
+            self._cond.notify()
+
+    def submit(self, *arrays: Any) -> Future:
+        """Start a run; the Future resolves to the tuple of outputs (numpy arrays)."""
         inputs = self.check_inputs(arrays)
-        for sid, arr in zip(self.exe.input_slots, inputs):
-            if arr.nbytes:
-                self.backend.upload(self.buffers[sid], arr)
-        self.backend.execute(self.plan)
-        results = []
-        for sid, sig in self.exe.outputs:
-            raw = self.backend.download(self.buffers[sid], sig.nbytes)
-            results.append(np.frombuffer(raw.tobytes(), dtype=sig.dtype).reshape(sig.shape).copy())
-        return tuple(results)
+        frame = self._take_frame()
+        try:
+            raw = frame.recording.submit(inputs)
+        except BaseException:
+            self._give_back(frame)
+            raise
+        out: Future = Future()
+        sigs = [sig for _, sig in self.exe.outputs]
+
+        def done(f: Future) -> None:
+            self._give_back(frame)
+            if f.exception() is not None:
+                out.set_exception(f.exception())
+                return
+            out.set_result(tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(f.result(), sigs)))
+
+        raw.add_done_callback(done)
+        return out
+
+    def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        return self.submit(*arrays).result()
+
+    @property
+    def recordings(self) -> list[Recording]:
+        with self._cond:
+            return [f.recording for f in self._frames if f is not None and f.recording is not None]
 
     def release(self) -> None:
-        for b in self._owned:
+        """Wait for runs in flight, then give every buffer back to the pool (idempotent)."""
+        with self._cond:
+            frames, self._frames, self._idle = [f for f in self._frames if f is not None], [], []
+        for f in frames:
+            self._free_frame(f)
+        for b in self._const_owned:
             self.pool.release(b)
-        self._owned.clear()
+        self._const_owned.clear()
+        self._constants.clear()
+        self._held = 0

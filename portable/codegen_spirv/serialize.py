@@ -62,7 +62,8 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
-        _decorate_buffers(module, access)
+        if profile.get("spirv_decorations", True):
+            _decorate_buffers(module, access)
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.

@@ -129,21 +129,31 @@ def _check_signature(fn: ir.Operation) -> None:
             raise UnsupportedOp(f"function arguments and results must be statically shaped tensors, got {t}")
 
 
+_READS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0, "vector.maskedload": 0,
+          "vector.gather": 0}
+_WRITES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1, "vector.maskedstore": 1,
+           "vector.scatter": 1}
+
+
 def _kernel_access(func_op: ir.Operation) -> tuple[str, ...]:
+    """Per buffer argument: 'r', 'w' or 'rw'. Any use other than a known load or store (a view, an atomic,
+    a call) counts as both, so a label is never narrower than the truth: the runtime places barriers and
+    SPIR-V marks buffers NonWritable from it."""
     args = list(func_op.regions[0].blocks[0].arguments)
-    reads, writes = set(), set()
-
-    def visit(op):
-        name = op.operation.name if hasattr(op, "operation") else op.name
-        if name in ("memref.load", "vector.load", "memref.store", "vector.store"):
-            mem = op.operands[0] if "load" in name else op.operands[1]
-            for i, a in enumerate(args):
-                if a == mem:
-                    (reads if "load" in name else writes).add(i)
-        return ir.WalkResult.ADVANCE
-
-    func_op.walk(visit)
-    return tuple(("r" if i in reads else "") + ("w" if i in writes else "") or "r" for i in range(len(args)))
+    access = [set() for _ in args]
+    for i, a in enumerate(args):
+        if not isinstance(a.type, ir.MemRefType):
+            continue
+        for use in a.uses:
+            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            n = use.operand_number
+            if _READS.get(op.name) == n:
+                access[i].add("r")
+            elif _WRITES.get(op.name) == n:
+                access[i].add("w")
+            else:
+                access[i].update("rw")
+    return tuple(("r" if "r" in s else "") + ("w" if "w" in s else "") or "r" for s in access)
 
 
 def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper):

@@ -1,6 +1,19 @@
-"""API-neutral device memory: pooled buffers and liveness-based planning of intermediates."""
+"""API-neutral device memory: pooled sub-allocation, staging rings, liveness planning, dependency analysis."""
 
+from .hazards import Region, Use, barriers, dependencies, uses
 from .planner import plan_buffers
-from .pool import BufferPool
+from .pool import BlockSource, BufferPool, RangeAllocator
+from .staging import StagingRing
 
-__all__ = ["BufferPool", "plan_buffers"]
+__all__ = [
+           "BlockSource",
+           "BufferPool",
+           "RangeAllocator",
+           "Region",
+           "StagingRing",
+           "Use",
+           "barriers",
+           "dependencies",
+           "plan_buffers",
+           "uses",
+]

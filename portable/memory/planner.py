@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def plan_buffers(temp_sizes: dict[int, int], uses: Sequence[Sequence[int]]) -> tuple[dict[int, int], list[int]]:

@@ -1,24 +1,31 @@
-"""OpenCLBackend: one device, one context, one in-order queue; buffers, kernel builds and dispatches."""
+"""OpenCLBackend: one device, one context; an in-order queue for synchronous transfers and `execute`, and a
+queue for recorded plans (out-of-order with event dependencies where the device has it) whose runs are
+asynchronous and use cl_khr_command_buffer where the driver offers it."""
 
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..backend import Backend
+from ..backend import Backend, Step
+from ..completion import Completer
 from ..config import cache_dir
 from ..errors import DeviceNotFound, KernelBuildError, OutOfDeviceMemory
 from ..executable import Kernel
 from .buffers import ClBuffer
 from .clapi import cl
+from .cmdbuf import CAP_OUT_OF_ORDER, CommandBufferApi
 from .discovery import FoundDevice, discover
 from .errors import translate
 from .program_cache import ProgramCache
 from .programs import build_program
+from .replay import OpenCLRecording, int32
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,8 @@ class LoadedKernel:
     num_buffers: int
     num_push_constants: int
     owner: int  # token of the backend that loaded it
+    program: Any = None  # the built program: recordings make their own kernel objects from it
+    access: tuple[str, ...] = ()  # per buffer "r" / "w" / "rw" (Kernel.access)
 
 
 # Tokens name backends in buffer and kernel handles; unlike id() they are never reused after a backend dies.
@@ -40,18 +49,32 @@ _tokens = itertools.count(1)
 class _Resources:
     """Everything the driver holds for one backend, released exactly once (by close() or at collection)."""
 
-    def __init__(self, context: Any, queue: Any):
+    def __init__(self, context: Any, queue: Any, async_queue: Any, name: str):
         self.token = next(_tokens)
         self.context = context
         self.queue = queue
+        self.async_queue = async_queue
         self.buffers: dict[int, ClBuffer] = {}
         self.kernels: dict[str, LoadedKernel] = {}  # Kernel.key() -> loaded; bounded by the plan's kernels
+        self.recordings: weakref.WeakSet[OpenCLRecording] = weakref.WeakSet()
+        self.completer = Completer(name)
+        self.lock = threading.RLock()  # kernel arguments of `execute`, the dictionaries above
         self.closed = False
 
     def release(self) -> None:
         if self.closed:
             return
         self.closed = True
+        self.completer.close()
+        for rec in list(self.recordings):
+            try:
+                rec.close()
+            except Exception:
+                pass  # release the rest regardless
+        try:
+            self.async_queue.finish()
+        except Exception:
+            pass
         try:
             self.queue.finish()  # nothing may still be using a buffer we are about to release
         except Exception:
@@ -63,7 +86,7 @@ class _Resources:
                 pass  # keep releasing the rest; the handle is already marked freed and uncounted
         self.buffers.clear()
         self.kernels.clear()
-        self.queue = None
+        self.queue = self.async_queue = None
         self.context = None
 
 
@@ -78,18 +101,10 @@ def _not_found(index: int, found: list[FoundDevice], reasons: list[str]) -> str:
     return message
 
 
-def _int32(value: int) -> Any:
-    """A push-constant value as the kernel's 32-bit `int` argument (unsigned values keep their bits)."""
-    v = int(value)
-    if not -(2**31) <= v < 2**32:
-        raise ValueError(f"push-constant value {v} does not fit 32 bits")
-    return np.uint32(v & 0xFFFFFFFF).view(np.int32)
-
-
 class OpenCLBackend(Backend):
     """The OpenCL device `opencl:<index>` (index into enumerate_devices()), implementing portable's Backend."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, *, out_of_order: bool = True, command_buffer: bool = True):
         found, reasons = discover()
         if not 0 <= index < len(found):
             raise DeviceNotFound(_not_found(index, found, reasons))
@@ -97,12 +112,19 @@ class OpenCLBackend(Backend):
         self.info = self._found.info
         self.builds = 0  # real driver compiles (binary cache misses); tests use it to prove caching
         self._cache = ProgramCache(cache_dir() / "opencl")
+        device = self._found.device
+        self._cmdbuf = CommandBufferApi.load(device.platform, device) if command_buffer else None
+        ooo_flag = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+        self.out_of_order = bool(out_of_order and int(device.queue_properties) & ooo_flag)
+        if self._cmdbuf is not None and self.out_of_order and not self._cmdbuf.capabilities & CAP_OUT_OF_ORDER:
+            self.out_of_order = False  # the command buffer must live on the recordings' queue
         try:
-            context = cl.Context([self._found.device])
-            queue = cl.CommandQueue(context, self._found.device)  # in-order: each dispatch sees the last
+            context = cl.Context([device])
+            queue = cl.CommandQueue(context, device)  # in-order: each dispatch sees the last
+            async_queue = cl.CommandQueue(context, device, properties=ooo_flag if self.out_of_order else 0)
         except Exception as e:
-            raise translate(e, f"{self._where}: creating a context and queue") from e
-        self._res = _Resources(context, queue)
+            raise translate(e, f"{self._where}: creating a context and queues") from e
+        self._res = _Resources(context, queue, async_queue, self._where)
         self._finalizer = weakref.finalize(self, _Resources.release, self._res)
 
     @property
@@ -112,6 +134,11 @@ class OpenCLBackend(Backend):
     def __repr__(self) -> str:
         state = "closed" if self._res.closed else "open"
         return f"<OpenCLBackend {self._where}, {state}>"
+
+    @property
+    def command_buffers(self) -> bool:
+        """Whether recorded plans run as cl_khr_command_buffer (else as preset-argument kernels)."""
+        return self._cmdbuf is not None
 
     # ---- checks that turn misuse into a clear message instead of a driver crash ----
     def _live(self) -> _Resources:
@@ -123,7 +150,7 @@ class OpenCLBackend(Backend):
         res = self._live()
         if not isinstance(buffer, ClBuffer) or buffer.owner != res.token:
             raise ValueError(f"{self._where}: {buffer!r} is not a buffer of this backend")
-        if buffer.mem is None:
+        if buffer.mem is None or (buffer.parent is not None and buffer.parent.mem is None):
             raise ValueError(f"{self._where}: {buffer!r} was already freed")
         return buffer
 
@@ -146,13 +173,35 @@ class OpenCLBackend(Backend):
         except Exception as e:
             raise translate(e, f"{self._where}: allocating {nbytes} bytes", allocating=True) from e
         buf = ClBuffer(mem, nbytes, res.token)
-        res.buffers[id(buf)] = buf
+        with res.lock:
+            res.buffers[id(buf)] = buf
         return buf
+
+    def view(self, block: Any, offset: int, nbytes: int) -> ClBuffer:
+        """A sub-buffer of `block` (offset aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN)."""
+        parent = self._own(block)
+        offset, nbytes = int(offset), int(nbytes)
+        if offset < 0 or offset + nbytes > parent.nbytes:
+            raise ValueError(f"{self._where}: {nbytes} bytes at +{offset} do not fit {parent!r}")
+        try:
+            mem = parent.mem.get_sub_region(offset, nbytes)
+        except Exception as e:
+            raise translate(e, f"{self._where}: a sub-buffer of {nbytes} bytes at +{offset}", allocating=True) from e
+        buf = ClBuffer(mem, nbytes, self._res.token, offset, parent)
+        with self._res.lock:
+            self._res.buffers[id(buf)] = buf
+        return buf
+
+    def buffer_limits(self) -> dict[str, int]:
+        align_bits = int(getattr(self._found.device, "mem_base_addr_align", 1024) or 1024)
+        limit = int(self.info.limits.get("max_buffer_bytes") or 0)
+        return {"alignment": max(align_bits // 8, 4), "max_block": limit, "max_range": limit}
 
     def free(self, buffer: Any) -> None:
         """Release a buffer now (close() releases any that are left)."""
         buf = self._own(buffer)
-        self._res.buffers.pop(id(buf), None)
+        with self._res.lock:
+            self._res.buffers.pop(id(buf), None)
         try:
             buf.release()
         except Exception as e:
@@ -205,7 +254,7 @@ class OpenCLBackend(Backend):
             self.builds += 1
         clk = self._create_kernel(program, kernel)
         loaded = LoadedKernel(clk, kernel.name, tuple(kernel.workgroup_size), kernel.num_buffers,
-                              len(kernel.push_constants), res.token)
+                              len(kernel.push_constants), res.token, program, tuple(kernel.access))
         res.kernels[key] = loaded
         return loaded
 
@@ -263,41 +312,73 @@ class OpenCLBackend(Backend):
         return clk
 
     # ---- running ----
+    def _check_dispatch(self, n: int, loaded: Any, buffers: Sequence[Any], grid: Sequence[int],
+                        push: Sequence[int]) -> tuple[int, int, int]:
+        """Refuse a dispatch the driver would misrun, naming it; returns the grid as three ints."""
+        res = self._live()
+        if not isinstance(loaded, LoadedKernel) or loaded.owner != res.token:
+            raise ValueError(f"dispatch {n}: {loaded!r} was not loaded by this backend (use load_kernel)")
+        if len(buffers) != loaded.num_buffers or len(push) != loaded.num_push_constants:
+            raise ValueError(
+                f"dispatch {n} (kernel {loaded.name!r}): got {len(buffers)} buffers and {len(push)} push "
+                f"constants, the kernel takes {loaded.num_buffers} and {loaded.num_push_constants}")
+        grid = tuple(int(g) for g in grid)
+        if len(grid) != 3 or min(grid) < 0:
+            raise ValueError(f"dispatch {n} (kernel {loaded.name!r}): grid {grid} must be 3 counts >= 0")
+        for b in buffers:
+            self._own(b)
+        for v in push:
+            int32(v)
+        return grid  # type: ignore[return-value]
+
     def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
-        """Enqueue each (loaded kernel, buffers, grid, push constants) in order, then wait for all of them."""
+        """Enqueue each (loaded kernel, buffers, grid, push constants) in order, then wait for all of them.
+        Sets arguments on every call: `record` is the replayable form."""
         res = self._live()
         queue = res.queue
         dispatches = list(dispatches)
-        for n, (loaded, buffers, grid, push) in enumerate(dispatches):
-            if not isinstance(loaded, LoadedKernel) or loaded.owner != res.token:
-                raise ValueError(f"dispatch {n}: {loaded!r} was not loaded by this backend (use load_kernel)")
-            if len(buffers) != loaded.num_buffers or len(push) != loaded.num_push_constants:
-                raise ValueError(
-                    f"dispatch {n} (kernel {loaded.name!r}): got {len(buffers)} buffers and {len(push)} push "
-                    f"constants, the kernel takes {loaded.num_buffers} and {loaded.num_push_constants}")
-            grid = tuple(int(g) for g in grid)
-            if len(grid) != 3 or min(grid) < 0:
-                raise ValueError(f"dispatch {n} (kernel {loaded.name!r}): grid {grid} must be 3 counts >= 0")
-            if 0 in grid:
-                continue  # nothing to run, and OpenCL rejects a zero global size
-            mems = [self._own(b).mem for b in buffers]
-            values = [_int32(v) for v in push]
-            global_size = tuple(g * w for g, w in zip(grid, loaded.workgroup_size))
-            try:
-                for i, mem in enumerate(mems):
-                    loaded.kernel.set_arg(i, mem)
-                for j, value in enumerate(values):
-                    loaded.kernel.set_arg(len(mems) + j, value)
-                # The driver copies the arguments at enqueue, so the next dispatch may reset them.
-                cl.enqueue_nd_range_kernel(queue, loaded.kernel, global_size, loaded.workgroup_size)
-            except Exception as e:
-                self._drain(queue)
-                raise translate(e, f"{self._where}: dispatch {n} (kernel {loaded.name!r}, grid {grid}, workgroup "
-                                   f"{loaded.workgroup_size}, global size {global_size})") from e
+        with res.lock:  # kernel objects are shared: their arguments are set under the lock
+            for n, (loaded, buffers, grid, push) in enumerate(dispatches):
+                grid = self._check_dispatch(n, loaded, buffers, grid, push)
+                if 0 in grid:
+                    continue  # nothing to run, and OpenCL rejects a zero global size
+                mems = [self._own(b).mem for b in buffers]
+                values = [int32(v) for v in push]
+                global_size = tuple(g * w for g, w in zip(grid, loaded.workgroup_size))
+                try:
+                    for i, mem in enumerate(mems):
+                        loaded.kernel.set_arg(i, mem)
+                    for j, value in enumerate(values):
+                        loaded.kernel.set_arg(len(mems) + j, value)
+                    # The driver copies the arguments at enqueue, so the next dispatch may reset them.
+                    cl.enqueue_nd_range_kernel(queue, loaded.kernel, global_size, loaded.workgroup_size)
+                except Exception as e:
+                    self._drain(queue)
+                    raise translate(e, f"{self._where}: dispatch {n} (kernel {loaded.name!r}, grid {grid}, "
+                                       f"workgroup {loaded.workgroup_size}, global size {global_size})") from e
         try:
             queue.finish()
         except Exception as e:
             raise translate(e, f"{self._where}: running {len(dispatches)} dispatches") from e
+
+    def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
+               downloads: Sequence[tuple[Any, int]]) -> OpenCLRecording:
+        """Kernels with preset arguments (and a command buffer where the driver has one) for these buffers."""
+        res = self._live()
+        checked = [Step(s.kernel, tuple(self._own(b) for b in s.buffers),
+                        self._check_dispatch(n, s.kernel, s.buffers, s.grid, s.push_constants), tuple(s.push_constants))
+                   for n, s in enumerate(steps)]
+        try:
+            rec = OpenCLRecording(res.async_queue, self.out_of_order, self._cmdbuf, res.completer, checked,
+                                  [(self._own(b), n) for b, n in uploads], [(self._own(b), n) for b, n in downloads],
+                                  self._where)
+        except Exception as e:
+            if isinstance(e, cl.Error):
+                raise translate(e, f"{self._where}: recording a plan of {len(steps)} dispatches") from e
+            raise
+        with res.lock:
+            res.recordings.add(rec)
+        return rec
 
     @staticmethod
     def _drain(queue: Any) -> None:

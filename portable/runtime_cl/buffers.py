@@ -23,13 +23,21 @@ def _count(delta: int) -> None:
 class ClBuffer:
     """An opaque handle: the cl.Buffer, its size, and the backend that owns it."""
 
-    __slots__ = ("mem", "nbytes", "owner", "__weakref__")
+    __slots__ = ("__weakref__", "mem", "nbytes", "offset", "owner", "parent")
 
-    def __init__(self, mem: Any, nbytes: int, owner: int):
+    def __init__(self, mem: Any, nbytes: int, owner: int, offset: int = 0, parent: ClBuffer | None = None):
         self.mem = mem
         self.nbytes = nbytes
         self.owner = owner  # token of the owning backend, to refuse another backend's buffers
+        self.offset = offset  # within `parent` for a sub-buffer (a pool view)
+        self.parent = parent
         _count(+1)
+
+    @property
+    def region(self) -> tuple[int, int, int]:
+        """(block key, first byte, end) for dependency analysis: sub-buffers of one block may overlap."""
+        root = self.parent if self.parent is not None else self
+        return (id(root), self.offset, self.offset + self.nbytes)
 
     def release(self) -> None:
         """Give the memory back to the driver; the handle is unusable afterwards."""

@@ -13,8 +13,8 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 try:
     import fcntl

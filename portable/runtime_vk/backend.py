@@ -1,21 +1,25 @@
 """VulkanBackend: portable's Backend contract on one Vulkan device.
 
-Every operation is synchronous (record, submit, wait), so a buffer or kernel handed back to the caller is
-never in use by the GPU when the call returns. Not thread-safe: use one backend per thread.
+upload/download/execute are synchronous (record, submit, wait), so a buffer handed back to the caller is never
+in use by the GPU when the call returns. `record` makes a replayable plan whose runs are asynchronous
+(timeline semaphore + completion thread). Safe to use from several threads.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..backend import Backend, DeviceInfo
+from ..backend import Backend, DeviceInfo, Step
+from ..completion import Completer
 from ..errors import DeviceNotFound, DriverError, PortableError
 from ..executable import Kernel
-from . import buffers, commands, pipelines
+from ..memory import barriers, uses
+from . import buffers, commands, pipelines, transfers
 from .buffers import Buffer, Staging
 from .commands import DescriptorArena
 from .device import Device
@@ -23,6 +27,7 @@ from .discovery import describe_devices, discovery_instance
 from .instance import Instance, require_loader
 from .pipeline_cache import PipelineCache
 from .pipelines import LoadedKernel
+from .replay import VulkanRecording
 
 DEFAULT_TIMEOUT_S = 300.0  # one submission may run this long before it counts as a hung device
 
@@ -40,8 +45,13 @@ class _Owned:
         self.staging: Staging | None = None
         self.arena: DescriptorArena | None = None
         self.cache: PipelineCache | None = None
+        self.completer: Completer | None = None
+        self.recordings: weakref.WeakSet[VulkanRecording] = weakref.WeakSet()
+        self.lock = threading.RLock()  # buffers/kernels dictionaries, descriptor arena
 
     def release(self) -> None:
+        if self.completer is not None:
+            self.completer.close()
         dev = self.device
         if dev is not None:
             try:
@@ -50,6 +60,9 @@ class _Owned:
                 dev.wait_idle()
             except PortableError:
                 dev.lost = True  # go on destroying: a lost device still needs its objects freed
+            for rec in list(self.recordings):
+                rec._destroy()
+            self.recordings = weakref.WeakSet()
             for lk in self.kernels.values():
                 pipelines.destroy(dev, lk)
             self.kernels.clear()
@@ -75,11 +88,12 @@ class VulkanBackend(Backend):
     """One Vulkan device ("vulkan:<index>"). validation=True enables the Khronos validation layer and
     collects its warnings and errors in `validation_messages`."""
 
-    def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 use_timeline: bool = True):
         require_loader()
         self._own = _Owned()
         try:
-            self._open(index, validation, timeout_s)
+            self._open(index, validation, timeout_s, use_timeline)
         except BaseException:
             self._own.release()
             raise
@@ -87,7 +101,7 @@ class VulkanBackend(Backend):
         # the device goes before the instance it was made from.
         self._finalizer = weakref.finalize(self, self._own.release)
 
-    def _open(self, index: int, validation: bool, timeout_s: float) -> None:
+    def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool) -> None:
         own = self._own
         if validation:  # a private instance: the layer is per instance, and so is the message sink
             own.instance, own.own_instance = Instance(validation_enabled=True), True
@@ -104,7 +118,8 @@ class VulkanBackend(Backend):
             )
         pd = devices[index]
         self.info: DeviceInfo = pd.info
-        own.device = Device(pd, timeout_s)
+        own.device = Device(pd, timeout_s, use_timeline)
+        own.completer = Completer(own.device.name)
         own.staging = Staging(own.device)
         own.arena = DescriptorArena(own.device)
         own.cache = PipelineCache(own.device.handle, pd)
@@ -141,7 +156,7 @@ class VulkanBackend(Backend):
         dev = self._device()
         if not isinstance(buf, Buffer) or buf.owner != dev.serial:
             raise ValueError(f"{buf!r} is not a buffer of {dev.name}")
-        if buf.freed:
+        if buf.freed or (buf.parent is not None and buf.parent.freed):
             raise ValueError(f"{buf!r} was freed")
         return buf
 
@@ -149,8 +164,24 @@ class VulkanBackend(Backend):
     def allocate(self, nbytes: int) -> Buffer:
         """A device-local storage buffer of `nbytes`; OutOfDeviceMemory names the size and the limit."""
         buf = buffers.allocate(self._device(), int(nbytes))
-        self._own.buffers[id(buf)] = buf
+        with self._own.lock:
+            self._own.buffers[id(buf)] = buf
         return buf
+
+    def allocate_block(self, nbytes: int) -> Buffer:
+        """A block for the pool: may exceed maxStorageBufferRange (only views of it are bound)."""
+        buf = buffers.allocate(self._device(), int(nbytes), bindable=False)
+        with self._own.lock:
+            self._own.buffers[id(buf)] = buf
+        return buf
+
+    def view(self, block: Any, offset: int, nbytes: int) -> Buffer:
+        return buffers.view(self._buffer(block), int(offset), int(nbytes))
+
+    def buffer_limits(self) -> dict[str, int]:
+        lim = self.info.limits
+        return {"alignment": max(int(lim.get("min_storage_buffer_offset_alignment") or 1), 16),
+                "max_block": int(lim["max_buffer_bytes"]), "max_range": int(lim["max_storage_buffer_range"])}
 
     def free(self, buffer: Any) -> None:
         """Release `buffer` now (idempotent); close() frees whatever is left."""
@@ -158,7 +189,8 @@ class VulkanBackend(Backend):
             return
         buf = self._buffer(buffer)
         buffers.free(self._own.device, buf)
-        self._own.buffers.pop(id(buf), None)
+        with self._own.lock:
+            self._own.buffers.pop(id(buf), None)
 
     def upload(self, buffer: Any, data: np.ndarray) -> None:
         """Copy `data` to the start of `buffer` through the staging buffer, in chunks if large."""
@@ -169,12 +201,8 @@ class VulkanBackend(Backend):
         if not src.nbytes:
             return
         dev, staging = self._own.device, self._own.staging
-        chunk = staging.ensure(src.nbytes)
-        for off in range(0, src.nbytes, chunk):
-            n = min(chunk, src.nbytes - off)
-            staging.view[:n] = src[off:off + n]
-            dev.submit(lambda cmd, off=off, n=n: commands.copy(cmd, staging.handle, buf.handle, 0, off, n, False),
-                       f"upload of {n} bytes")
+        with dev.sync_lock:  # the staging buffer is shared by every synchronous transfer
+            transfers.upload(dev, staging, buf, src)
 
     def download(self, buffer: Any, nbytes: int) -> np.ndarray:
         """The first `nbytes` of `buffer`, as a new uint8 array."""
@@ -186,57 +214,81 @@ class VulkanBackend(Backend):
         if not nbytes:
             return out
         dev, staging = self._own.device, self._own.staging
-        chunk = staging.ensure(nbytes)
-        for off in range(0, nbytes, chunk):
-            n = min(chunk, nbytes - off)
-            dev.submit(lambda cmd, off=off, n=n: commands.copy(cmd, buf.handle, staging.handle, off, 0, n, True),
-                       f"download of {n} bytes")
-            out[off:off + n] = staging.view[:n]
+        with dev.sync_lock:
+            transfers.download(dev, staging, buf, out)
         return out
 
     def load_kernel(self, kernel: Kernel) -> LoadedKernel:
         """The pipeline for `kernel`, built once per backend (and through the on-disk pipeline cache)."""
         dev = self._device()
         key = kernel.key()
-        lk = self._own.kernels.get(key)
-        if lk is None:
-            lk = pipelines.build(kernel, dev, self._own.cache)
-            self._own.kernels[key] = lk
+        with self._own.lock:
+            lk = self._own.kernels.get(key)
+            if lk is None:
+                lk = pipelines.build(kernel, dev, self._own.cache)
+                self._own.kernels[key] = lk
         return lk
 
-    def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
-        """Record every dispatch into one command buffer (barrier between consecutive ones), submit, wait."""
+    def _check_dispatch(self, n: int, lk: Any, bufs: Sequence[Any], grid: Sequence[int],
+                        push: Sequence[int]) -> tuple[int, int, int]:
+        """Refuse a dispatch the driver would misrun, naming it; returns the grid as three ints."""
         dev = self._device()
         max_count = self.info.limits["max_workgroup_count"]
+        if not isinstance(lk, LoadedKernel) or lk.owner != dev.serial or lk.pipeline is None:
+            raise ValueError(f"dispatch {n}: {lk!r} is not a kernel loaded by this backend (use load_kernel)")
+        k = lk.kernel
+        if len(bufs) != k.num_buffers:
+            raise ValueError(f"dispatch {n} ({k.name}): {len(bufs)} buffers given, the kernel takes "
+                             f"{k.num_buffers}")
+        grid = tuple(int(g) for g in grid)
+        if len(grid) != 3 or min(grid) < 0:
+            raise ValueError(f"dispatch {n} ({k.name}): grid {grid} must be three counts >= 0")
+        if any(g > m for g, m in zip(grid, max_count, strict=True)):
+            raise DriverError(
+                f"dispatch {n} ({k.name}): grid {grid} exceeds maxComputeWorkGroupCount {max_count} of "
+                f"{dev.name}; the plan must split this dispatch (compile for this device's profile)")
+        if len(push) != len(k.push_constants):
+            raise ValueError(f"dispatch {n} ({k.name}): {len(push)} push constants given, the kernel "
+                             f"takes {len(k.push_constants)} {k.push_constants}")
+        if any(not -(1 << 31) <= int(v) < (1 << 32) for v in push):
+            raise ValueError(f"dispatch {n} ({k.name}): push constants {list(push)} do not fit 32 bits")
+        for b in bufs:
+            self._buffer(b)
+        return grid  # type: ignore[return-value]
+
+    def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
+        """Record every dispatch into one command buffer (a barrier only before a dispatch that depends on an
+        earlier one), submit, wait. Re-records every call: `record` is the replayable form."""
+        dev = self._device()
         bound: list[tuple[LoadedKernel, list[Buffer]]] = []
         recorded = []
         for n, (lk, bufs, grid, push) in enumerate(dispatches):
-            if not isinstance(lk, LoadedKernel) or lk.owner != dev.serial or lk.pipeline is None:
-                raise ValueError(f"dispatch {n}: {lk!r} is not a kernel loaded by this backend (use load_kernel)")
-            k = lk.kernel
-            if len(bufs) != k.num_buffers:
-                raise ValueError(f"dispatch {n} ({k.name}): {len(bufs)} buffers given, the kernel takes "
-                                 f"{k.num_buffers}")
-            grid = tuple(int(g) for g in grid)
-            if len(grid) != 3 or min(grid) < 0:
-                raise ValueError(f"dispatch {n} ({k.name}): grid {grid} must be three counts >= 0")
-            if any(g > m for g, m in zip(grid, max_count, strict=True)):
-                raise DriverError(
-                    f"dispatch {n} ({k.name}): grid {grid} exceeds maxComputeWorkGroupCount {max_count} of "
-                    f"{dev.name}; the plan must split this dispatch (compile for this device's profile)")
-            if len(push) != len(k.push_constants):
-                raise ValueError(f"dispatch {n} ({k.name}): {len(push)} push constants given, the kernel "
-                                 f"takes {len(k.push_constants)} {k.push_constants}")
-            if any(not -(1 << 31) <= int(v) < (1 << 32) for v in push):
-                raise ValueError(f"dispatch {n} ({k.name}): push constants {list(push)} do not fit 32 bits")
+            grid = self._check_dispatch(n, lk, bufs, grid, push)
             bound.append((lk, [self._buffer(b) for b in bufs]))
             recorded.append((lk, grid, commands.pack_push_constants(push) if push else None))
         if not recorded:
             return
+        before = barriers([uses([b.region for b in bufs], lk.kernel.access) for lk, bufs in bound])
         layouts = [lk.set_layout for lk, _ in bound if lk.set_layout is not None]
-        sets = self._own.arena.allocate(layouts, sum(len(b) for _, b in bound))
-        commands.write_sets(dev, bound, sets)
-        dev.submit(lambda cmd: commands.record_dispatches(cmd, recorded, sets), f"{len(recorded)} dispatch(es)")
+        with dev.sync_lock:  # one descriptor arena, reset per execute
+            sets = self._own.arena.allocate(layouts, sum(len(b) for _, b in bound))
+            commands.write_sets(dev, bound, sets)
+            dev.submit(lambda cmd: commands.record_dispatches(cmd, recorded, sets, before),
+                       f"{len(recorded)} dispatch(es)")
+
+    def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
+               downloads: Sequence[tuple[Any, int]]) -> VulkanRecording:
+        """The plan recorded once into a command buffer for these buffers, replayed by submit()."""
+        dev = self._device()
+        for n, s in enumerate(steps):
+            self._check_dispatch(n, s.kernel, s.buffers, s.grid, s.push_constants)
+        checked = [Step(s.kernel, tuple(self._buffer(b) for b in s.buffers), s.grid, tuple(s.push_constants))
+                   for s in steps]
+        rec = VulkanRecording(dev, self._own.completer, checked, [(self._buffer(b), n) for b, n in uploads],
+                              [(self._buffer(b), n) for b, n in downloads])
+        with self._own.lock:
+            self._own.recordings.add(rec)
+        return rec
 
     def close(self) -> None:
         """Wait for the device, destroy everything in order, save the pipeline cache. Idempotent."""

@@ -1,5 +1,6 @@
-"""Device-local storage buffers (one VkDeviceMemory each, until portable/memory pools them) and the
-host-visible staging buffer that uploads and downloads go through."""
+"""Device-local storage buffers (one VkDeviceMemory each: portable/memory's pool makes few large ones and
+carves views out of them), views into them (offset + size, no Vulkan object of their own), and host-visible
+staging memory that transfers go through."""
 
 from __future__ import annotations
 
@@ -28,10 +29,19 @@ class Buffer:
     memory: Any
     owner: int  # serial of the Device that made it
     freed: bool = False
+    offset: int = 0  # where the buffer starts in `handle` (non-zero for views)
+    parent: Buffer | None = None  # the block a view lives in; None for a real allocation
 
     def __repr__(self) -> str:
         state = "freed" if self.freed else "live"
-        return f"<vulkan Buffer {self.nbytes} bytes, {state}>"
+        where = f" at +{self.offset} of a {self.parent.size}-byte block" if self.parent is not None else ""
+        return f"<vulkan Buffer {self.nbytes} bytes{where}, {state}>"
+
+    @property
+    def region(self) -> tuple[int, int, int]:
+        """(block key, first byte, end) for dependency analysis: views of one block may overlap."""
+        root = self.parent if self.parent is not None else self
+        return (id(root), self.offset, self.offset + self.size)
 
 
 def _create(device: Device, size: int, usage: int, required: int, preferred: int, what: str) -> tuple[Any, Any]:
@@ -70,18 +80,19 @@ def _destroy(device: Device, handle: Any, memory: Any) -> None:
     device.allocations -= 1
 
 
-def allocate(device: Device, nbytes: int) -> Buffer:
+def allocate(device: Device, nbytes: int, bindable: bool = True) -> Buffer:
     """A device-local STORAGE | TRANSFER_SRC | TRANSFER_DST buffer of `nbytes`, checked against limits
-    first so an impossible size gives a clear error rather than a driver failure."""
+    first so an impossible size gives a clear error rather than a driver failure. A block for views
+    (bindable=False) may exceed maxStorageBufferRange: only its views are bound."""
     if nbytes <= 0:
         raise ValueError(f"buffer size must be > 0, got {nbytes}")
     size = (nbytes + 3) & ~3
     lim = device.pd.info.limits
-    for key, vk_name, advice in (
-        ("max_storage_buffer_range", "maxStorageBufferRange", "split the tensor or bind it in ranges"),
-        ("max_buffer_bytes", "the largest single allocation (maxMemoryAllocationSize / heap size)",
-         "split the tensor or use a smaller batch"),
-    ):
+    checks = [("max_buffer_bytes", "the largest single allocation (maxMemoryAllocationSize / heap size)",
+               "split the tensor or use a smaller batch")]
+    if bindable:
+        checks.insert(0, ("max_storage_buffer_range", "maxStorageBufferRange", "split the tensor or bind it in ranges"))
+    for key, vk_name, advice in checks:
         if size > lim[key]:
             raise OutOfDeviceMemory(
                 f"a buffer of {nbytes} bytes exceeds {vk_name} = {lim[key]} bytes of {device.name}; {advice}"
@@ -99,9 +110,22 @@ def allocate(device: Device, nbytes: int) -> Buffer:
     return Buffer(nbytes=nbytes, size=size, handle=handle, memory=memory, owner=device.serial)
 
 
+def view(block: Buffer, offset: int, nbytes: int) -> Buffer:
+    """`nbytes` of `block` from `offset` (which the caller aligned to minStorageBufferOffsetAlignment)."""
+    size = (nbytes + 3) & ~3
+    if offset < 0 or offset + size > block.size:
+        raise ValueError(f"a view of {nbytes} bytes at +{offset} does not fit {block!r}")
+    return Buffer(nbytes=nbytes, size=size, handle=block.handle, memory=None, owner=block.owner, offset=offset,
+                  parent=block)
+
+
 def free(device: Device, buf: Buffer) -> None:
-    """Destroy `buf` (idempotent). The caller guarantees the device no longer uses it."""
+    """Destroy `buf` (idempotent; a view is only marked freed). The caller guarantees the device no longer
+    uses it."""
     if buf.freed:
+        return
+    if buf.parent is not None:
+        buf.freed = True
         return
     _destroy(device, buf.handle, buf.memory)
     buf.freed = True
@@ -154,4 +178,34 @@ class Staging:
         _destroy(self.device, self.handle, self.memory)
         self.handle = self.memory = None
         self.size = 0
+        tracking.destroyed("staging")
+
+
+class HostBuffer:
+    """A persistently mapped host-visible, coherent buffer of fixed size (a replayed plan's staging area)."""
+
+    def __init__(self, device: Device, size: int):
+        self.device = device
+        self.size = max(int(size), 4)
+        usage = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        self.handle, self.memory = _create(device, self.size, usage, host, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                                           f"a staging area of {self.size} bytes")
+        tracking.created("staging")
+        try:
+            with guard(f"vkMapMemory of a staging area on {device.name}"):
+                mapped = vk.vkMapMemory(device.handle, self.memory, 0, self.size, 0)
+        except BaseException:
+            _destroy(device, self.handle, self.memory)
+            tracking.destroyed("staging")
+            raise
+        self.view: np.ndarray | None = np.frombuffer(mapped, dtype=np.uint8, count=self.size)
+
+    def destroy(self) -> None:
+        if self.handle is None:
+            return
+        self.view = None
+        vk.vkUnmapMemory(self.device.handle, self.memory)
+        _destroy(self.device, self.handle, self.memory)
+        self.handle = self.memory = None
         tracking.destroyed("staging")

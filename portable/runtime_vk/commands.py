@@ -93,7 +93,7 @@ def write_sets(device: Device, items: Sequence[tuple[LoadedKernel, Sequence[Buff
             continue
         ds = next(it)
         for binding, buf in enumerate(bufs):
-            info = [vk.VkDescriptorBufferInfo(buffer=buf.handle, offset=0, range=buf.size)]
+            info = [vk.VkDescriptorBufferInfo(buffer=buf.handle, offset=buf.offset, range=buf.size)]
             keep.append(info)
             writes.append(vk.VkWriteDescriptorSet(
                 dstSet=ds, dstBinding=binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -108,17 +108,29 @@ def pack_push_constants(values: Sequence[int]) -> Any:
 
 
 def record_dispatches(cmd: Any, items: Sequence[tuple[LoadedKernel, tuple[int, int, int], Any]],
-                      sets: list[Any]) -> None:
-    """Bind, push constants and dispatch each item in order, with a barrier between consecutive ones."""
-    barrier_after_earlier_work(cmd)
+                      sets: list[Any], barrier_before: Sequence[bool] | None = None, *,
+                      after_earlier_work: bool = True) -> int:
+    """Bind, push constants and dispatch each item in order. `barrier_before[n]` says whether dispatch n
+    needs a barrier (memory.barriers() over the kernels' access modes); None puts one between every pair.
+    Returns the number of barriers recorded between dispatches."""
+    if after_earlier_work:
+        barrier_after_earlier_work(cmd)
     bind = vk.VK_PIPELINE_BIND_POINT_COMPUTE
     it = iter(sets)
+    count = 0
     for n, (lk, grid, push) in enumerate(items):
-        if n:
+        if n and (barrier_before is None or barrier_before[n]):
             barrier_between_dispatches(cmd)
+            count += 1
         vk.vkCmdBindPipeline(cmd, bind, lk.pipeline)
         if lk.set_layout is not None:
             vk.vkCmdBindDescriptorSets(cmd, bind, lk.layout, 0, 1, [next(it)], 0, None)
         if push is not None:
             vk.vkCmdPushConstants(cmd, lk.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), push)
         vk.vkCmdDispatch(cmd, *grid)
+    return count
+
+
+def barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
+    """A global memory barrier (public name for the replay recorder)."""
+    _barrier(cmd, src_stage, src_access, dst_stage, dst_access)

@@ -1,0 +1,79 @@
+"""Timeline semaphores through raw cffi: creation, host waits, and a prepared VkSubmitInfo whose wait and
+signal values are patched in place, so a replayed submission costs one driver call and no struct building."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DeviceLost
+from ._vk import new_struct, vk
+from .errors import check as check_result
+from .errors import guard
+
+_TIMEOUT = 2  # VK_TIMEOUT
+
+
+def check(result: int, what: str) -> None:
+    check_result(int(result), what)
+
+
+def create(device: Any) -> Any:
+    """A timeline semaphore starting at 0."""
+    type_info = new_struct("VkSemaphoreTypeCreateInfo", vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                           semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+    info = new_struct("VkSemaphoreCreateInfo", vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, pNext=type_info)
+    with guard("vkCreateSemaphore (timeline)"):
+        return vk.vkCreateSemaphore(device, info, None)
+
+
+def value(device: Any, semaphore: Any) -> int:
+    """The value the device has reached."""
+    out = vk.ffi.new("uint64_t*")
+    check(vk.lib.vkGetSemaphoreCounterValue(device, semaphore, out), "vkGetSemaphoreCounterValue")
+    return int(out[0])
+
+
+def wait(device: Any, semaphore: Any, target: int, timeout_ns: int, what: str) -> None:
+    """Block until `semaphore` reaches `target`; DeviceLost after `timeout_ns`."""
+    sems = vk.ffi.new("VkSemaphore[1]", [semaphore])
+    values = vk.ffi.new("uint64_t[1]", [target])
+    info = new_struct("VkSemaphoreWaitInfo", vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, semaphoreCount=1,
+                      pSemaphores=sems, pValues=values)
+    result = vk.lib.vkWaitSemaphores(device, info, timeout_ns)
+    if result == _TIMEOUT:
+        raise DeviceLost(f"{what} did not finish within {timeout_ns / 1e9:g} s; the kernel may hang or be far too "
+                         f"slow for this device. Close this backend and create a new one (pass a larger timeout_s "
+                         f"for legitimately long work)")
+    check(result, f"waiting for {what}")
+
+
+class SubmitTemplate:
+    """One VkSubmitInfo for a recorded command buffer: waits on the timeline for `wait_value` (memory made
+    available by that submission becomes visible to this one), signals the value given at submit time.
+    With `semaphore` None (no timeline support) it only carries the command buffer."""
+
+    def __init__(self, cmd: Any, semaphore: Any):
+        self._cmds = vk.ffi.new("VkCommandBuffer[1]", [cmd])
+        self.ptr = new_struct("VkSubmitInfo", vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
+                              pCommandBuffers=self._cmds)
+        if semaphore is None:
+            return
+        self._sems = vk.ffi.new("VkSemaphore[1]", [semaphore])
+        self._stages = vk.ffi.new("VkPipelineStageFlags[1]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT])
+        self._wait = vk.ffi.new("uint64_t[1]", [0])
+        self._signal = vk.ffi.new("uint64_t[1]", [0])
+        self._tl = new_struct("VkTimelineSemaphoreSubmitInfo", vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                              waitSemaphoreValueCount=1, pWaitSemaphoreValues=self._wait,
+                              signalSemaphoreValueCount=1, pSignalSemaphoreValues=self._signal)
+        self.ptr.pNext = self._tl
+        self.ptr.waitSemaphoreCount = 1
+        self.ptr.pWaitSemaphores = self._sems
+        self.ptr.pWaitDstStageMask = self._stages
+        self.ptr.signalSemaphoreCount = 1
+        self.ptr.pSignalSemaphores = self._sems
+
+    def set_wait(self, value: int) -> None:
+        self._wait[0] = value
+
+    def set_signal(self, value: int) -> None:
+        self._signal[0] = value

@@ -1,0 +1,195 @@
+"""Deployable packages: build for several targets, load the best one per device, refuse damaged or foreign
+files with a clear error, `portable compile`, and a run with no compiler (and no devices/) on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import portable
+from portable import config
+from portable.cli import main as cli
+from portable.package import FORMAT_VERSION, Package, build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _graph():
+    g = portable.Graph("pkg")
+    x = g.input((6, 10))
+    w = g.constant(np.linspace(-2, 2, 10, dtype=np.float32))
+    g.output(g.relu(g.add(g.mul(x, x), w)))
+    return g
+
+
+G = _graph()
+X = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)
+TARGETS = ["vulkan:lavapipe", "opencl:pocl", "vulkan:generic"]
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("pkg") / "model.ptpk"
+    build(G, TARGETS, path)
+    return path
+
+
+def test_load_picks_the_best_target(device, package):
+    exe = portable.load(package, device=device)
+    np.testing.assert_allclose(exe(X)[0], G.reference(X)[0], rtol=1e-6)
+    profile = exe.device.profile["name"]
+    expected = f"{exe.device.info.api}:{profile}"
+    assert exe.package_target == (expected if expected in TARGETS else "vulkan:generic")
+    exe.close()
+
+
+def test_generic_target_is_the_fallback_and_wrong_target_is_refused(device, tmp_path):
+    path = tmp_path / "generic.ptpk"
+    build(G, ["vulkan:generic"], path)
+    if device.startswith("vulkan"):
+        exe = portable.load(path, device=device)
+        assert exe.package_target == "vulkan:generic"
+        np.testing.assert_allclose(exe(X)[0], G.reference(X)[0], rtol=1e-6)
+        exe.close()
+    else:
+        with pytest.raises(portable.PackageError, match=r"no target for opencl.*vulkan:generic.*--target opencl"):
+            portable.load(path, device=device)
+
+
+def _rewrite(src: Path, dst: Path, edit) -> None:
+    with zipfile.ZipFile(src) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    edit(entries)
+    with zipfile.ZipFile(dst, "w") as z:
+        for n, data in entries.items():
+            z.writestr(n, data)
+
+
+def test_damaged_packages_give_clear_errors(package, tmp_path):
+    raw = package.read_bytes()
+    truncated = tmp_path / "truncated.ptpk"
+    truncated.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(portable.PackageError, match="truncated or corrupt"):
+        Package(truncated)
+    flipped = bytearray(raw)
+    flipped[len(raw) // 3] ^= 0xFF
+    corrupt = tmp_path / "corrupt.ptpk"
+    corrupt.write_bytes(bytes(flipped))
+    with pytest.raises(portable.PackageError, match="corrupt"):
+        Package(corrupt)
+
+    def bump(e):
+        m = json.loads(e["manifest.json"])
+        m["version"] = FORMAT_VERSION + 1
+        e["manifest.json"] = json.dumps(m).encode()
+
+    newer = tmp_path / "newer.ptpk"
+    _rewrite(package, newer, bump)
+    with pytest.raises(portable.PackageError, match=f"format version {FORMAT_VERSION + 1}.*rebuild"):
+        Package(newer)
+
+    def swap_weights(e):
+        name = next(n for n in e if n.startswith("weights/"))
+        e[name] = e[name][:-4] + b"\0\0\0\0"  # a valid zip entry with other bytes: only the hash can tell
+
+    tampered = tmp_path / "tampered.ptpk"
+    _rewrite(package, tampered, swap_weights)
+    with pytest.raises(portable.PackageError, match="content hash mismatch"):
+        Package(tampered)
+    with pytest.raises(portable.PackageError, match="no such file"):
+        Package(tmp_path / "missing.ptpk")
+    with pytest.raises(portable.PackageError, match="target 'cuda:x'"):
+        build(G, ["cuda:x"], tmp_path / "bad.ptpk")
+
+
+def test_cli_compile(tmp_path, capsys):
+    src = tmp_path / "g.mlir"
+    src.write_text(G.to_mlir())
+    out = tmp_path / "g.ptpk"
+    assert cli(["compile", str(src), "--target", "vulkan:lavapipe", "--target", "opencl:pocl", "-o", str(out)]) == 0
+    assert "2 target(s)" in capsys.readouterr().out
+    assert [str(t) for t in Package(out).targets] == ["vulkan:lavapipe", "opencl:pocl"]
+    assert cli(["compile", str(src), "--target", "vulkan:nosuch", "-o", str(out)]) == 2
+    assert "no device profile named 'nosuch'" in capsys.readouterr().err
+
+
+RUN_PACKAGE = """
+import sys, numpy as np
+sys.modules["torch_mlir"] = None  # as on a host without the compiler wheel
+import portable
+x = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)
+w = np.linspace(-2, 2, 10, dtype=np.float32)
+for device in sys.argv[2:]:
+    exe = portable.load(sys.argv[1], device=device)
+    out, = exe(x)
+    assert np.allclose(out, np.maximum(x * x + w, 0), rtol=1e-6), device
+    print(device, exe.package_target, "OK")
+print("MLIR", sorted(m for m, v in sys.modules.items() if "mlir" in m and v is not None))
+"""
+
+
+def test_package_runs_without_compiler_or_profiles(package, tmp_path):
+    """In a fresh interpreter with torch_mlir blocked and devices/ hidden: the package's own rules pick targets."""
+    from conftest import AVAILABLE
+
+    script = "import portable.profiles as p, pathlib; p.PROFILE_DIR = pathlib.Path('/nonexistent')\n" + RUN_PACKAGE
+    done = subprocess.run([sys.executable, "-c", script, str(package), *AVAILABLE], check=False, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("OK") == len(AVAILABLE) and "MLIR []" in done.stdout
+
+
+RUNTIME_WHEELS = ["numpy", "vulkan", "cffi", "pycparser", "pyopencl", "pytools", "platformdirs", "siphash24",
+                  "typing_extensions"]
+
+
+@pytest.mark.skipif(not config.test_fresh_venv(), reason="slow (a new venv + pip); set PORTABLE_TEST_FRESH_VENV=1")
+def test_package_in_a_fresh_venv_without_mlir(package, tmp_path):
+    """A clean virtual environment with only the runtime's wheels and this package (no torch-mlir) runs it."""
+    from importlib.metadata import version
+
+    from conftest import AVAILABLE
+
+    venv, wheels = tmp_path / "venv", tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    pins = [f"{name}=={version(name)}" for name in RUNTIME_WHEELS]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d",
+                    str(wheels), *pins], check=True, timeout=300)
+    src = tmp_path / "src"  # a copy, so the wheel build leaves nothing in the checkout
+    shutil.copytree(ROOT / "portable", src / "portable", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
+                   check=True, timeout=300)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels.glob("*.whl"))],
+                   check=True, timeout=300)
+    listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, check=True).stdout
+    assert "torch" not in listed.lower() and "mlir" not in listed.lower(), listed
+    done = subprocess.run([str(py), "-c", RUN_PACKAGE, str(package), *AVAILABLE], check=False, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path / "c")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("OK") == len(AVAILABLE) and "MLIR []" in done.stdout, done.stdout
+
+
+def test_every_single_byte_flip_is_refused_or_harmless(package, tmp_path):
+    """Damage anywhere (headers, compressed data, manifest) gives PackageError, never another exception."""
+    raw = package.read_bytes()
+    for at in range(0, len(raw), max(1, len(raw) // 60)):
+        bad = bytearray(raw)
+        bad[at] ^= 0x5A
+        path = tmp_path / f"flip{at}.ptpk"
+        path.write_bytes(bytes(bad))
+        try:
+            Package(path)
+        except portable.PackageError:
+            pass
