@@ -24,6 +24,7 @@ WORKLOADS = {
     "matmul1024": ("matmul", (1024, 1024, 1024)),
     "add64Mi": ("add", (64 << 20,)),
     "softmax4096": ("softmax", (4096, 4096)),
+    "mlp_softmax": ("mlp_softmax", (256, 512, 256)),  # the demo graph: matmul + bias + relu, then softmax
 }
 VARIANTS = {
     "matmul": [{"thread_tile": tt, "workgroup_invocations": wg}
@@ -32,6 +33,7 @@ VARIANTS = {
        for vb in (False, True) for dec in (False, True)],
     "add": [{"elementwise_per_thread": p, "workgroup_invocations": wg} for p in (1, 4) for wg in (128, 256)],
     "softmax": [{"reduction_threads": t, "workgroup_invocations": 256} for t in (0, 128, 256)],
+    "mlp_softmax": [{}],
 }
 
 
@@ -46,6 +48,10 @@ def build(kind: str, shape):
         g.output(g.add(g.input(shape), g.input(shape)))
     elif kind == "softmax":
         g.output(g.softmax(g.input(shape), axis=-1))
+    elif kind == "mlp_softmax":
+        m, k, n = shape
+        h = g.relu(g.add(g.matmul(g.input((m, k)), g.input((k, n))), g.input((n,))))
+        g.output(g.softmax(h, axis=-1))
     return g
 
 
@@ -78,6 +84,10 @@ def _inputs(kind, shape, rng):
     if kind == "matmul":
         m, k, n = shape
         return [rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)]
+    if kind == "mlp_softmax":
+        m, k, n = shape
+        return [rng.standard_normal((m, k), dtype=np.float32) * 0.1, rng.standard_normal((k, n), dtype=np.float32) * 0.1,
+                rng.standard_normal((n,), dtype=np.float32) * 0.1]
     if kind == "add":
         return [rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)]
     return [rng.standard_normal(shape, dtype=np.float32)]
@@ -93,7 +103,8 @@ def _torch_ref(kind, xs, iters):
     torch.backends.cuda.matmul.allow_tf32 = False
     t = [torch.from_numpy(x).cuda() for x in xs]
     fn = {"matmul": lambda: t[0] @ t[1], "add": lambda: t[0] + t[1],
-          "softmax": lambda: torch.softmax(t[0], dim=-1)}[kind]
+          "softmax": lambda: torch.softmax(t[0], dim=-1),
+          "mlp_softmax": lambda: torch.softmax(torch.relu(t[0] @ t[1] + t[2]), dim=-1)}[kind]
     out = fn()
     torch.cuda.synchronize()
     times = []
@@ -125,6 +136,10 @@ def run(src: Path, device: str, out: Path, iters: int, only: str | None) -> None
         if entry["workload"] not in refs:
             xs = _inputs(kind, shape, rng)
             ref, torch_ms = _torch_ref(kind, xs, iters)
+            if ref is None and kind == "mlp_softmax":
+                h = np.maximum(xs[0] @ xs[1] + xs[2], 0)
+                e = np.exp(h - h.max(-1, keepdims=True))
+                ref = e / e.sum(-1, keepdims=True)
             if ref is None:
                 ref = {"matmul": lambda: xs[0] @ xs[1], "add": lambda: xs[0] + xs[1],
                        "softmax": lambda: np.exp(xs[0] - xs[0].max(-1, keepdims=True)) /

@@ -19,6 +19,8 @@ class Strategy:
     # Matmul groups: the root's reduction loop is tiled by k_tile inside each thread, so a thread's
     # accumulator tile lives in registers across the K loop (0 = no K tiling).
     root_k_tile: tuple[int, ...] = ()
+    # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows).
+    root_row_unroll: tuple[int, int] = (0, 1)
     # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
     # combining partials through workgroup memory (0 = each thread reduces whole rows).
     reduce_threads: int = 0
@@ -92,6 +94,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         k = root.iterators.index("reduction")
         kt = next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
+        root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
+        row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
+        return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
 
 

@@ -43,7 +43,10 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
         else:
             _threads(emit, g, s, len(fused))
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
-    emit(f"    transform.apply_patterns to %funcs {{ transform.apply_patterns.canonicalization }} : {any_op}")
+    # Writes of register tiles into slices fold into writes at offsets of the whole tile, so bufferization
+    # updates the output in place instead of copying through temporaries.
+    emit(f"    transform.apply_patterns to %funcs {{ transform.apply_patterns.tensor.fold_tensor_subset_ops "
+         f"transform.apply_patterns.canonicalization }} : {any_op}")
     emit(f"    transform.apply_cse to %funcs : {any_op}")
     emit(f"    %b = transform.bufferization.one_shot_bufferize %root {{bufferize_function_boundaries = true, "
          f"function_boundary_type_conversion = 1 : i32}} : ({any_op}) -> {any_op}")
@@ -51,12 +54,17 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
         # Canonical 1-d vector transfers; each target lowers them its own way (codegen_spirv unrolls them to
         # scalar accesses: pointer bitcasts to vectors are invalid in Vulkan's logical addressing).
         emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
-        emit("    transform.apply_patterns to %bf {")
-        for p in ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
-                  "vector.transfer_permutation_patterns",
-                  "vector.cast_away_vector_leading_one_dim", "vector.lower_broadcast", "canonicalization"):
-            emit(f"      transform.apply_patterns.{p}")
-        emit(f"    }} : {any_op}")
+        # Separate rounds: some of these sets undo each other's forms and never reach a fixed point together.
+        for stage in (("vector.cast_away_vector_leading_one_dim", "canonicalization"),
+                      ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
+                       "canonicalization"),
+                      ("vector.transfer_permutation_patterns", "vector.lower_broadcast", "canonicalization"),
+                      ("vector.cast_away_vector_leading_one_dim", "vector.drop_unit_dims_with_shape_cast",
+                       "canonicalization")):
+            emit("    transform.apply_patterns to %bf {")
+            for p in stage:
+                emit(f"      transform.apply_patterns.{p}")
+            emit(f"    }} : {any_op}")
     for g, s in zip(groups, strategies):
         k = g.index
         wx, wy, wz = s.workgroup_size
@@ -96,14 +104,30 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             # Only the matmul and its fill: an epilogue on the 2-d register tile would be n-d vector math,
             # which SPIR-V cannot express (no vector unrolling pass upstream); it stays scalar loops.
             handles = [f"%kt{k}"] + [h for h in handles[handles.index(root) + 1:]]
+            row_dim, rows = s.root_row_unroll
+            if rows > 1:
+                # One row of the thread tile per copy, unrolled: each row's accumulator is then hoisted on its
+                # own as a 1-d vector (SPIR-V has no 2-d vectors, and no upstream pass splits them).
+                rts = ", ".join("1" if i == row_dim else "0" for i in range(len(s.root_k_tile)))
+                emit(f"    %rt{k}, %rl{k} = transform.structured.tile_using_for %kt{k} tile_sizes [{rts}] "
+                     f": ({any_op}) -> ({any_op}, {any_op})")
+                emit(f"    transform.loop.unroll %rl{k} {{factor = {rows}}} : {any_op}")
+                emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} '
+                     f": ({any_op}) -> {any_op}")
+                handles[0] = f"%ku{k}"
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
         for h in handles:
             emit(f"    transform.structured.vectorize {h} : {any_op}")
         if s.root_k_tile:
             emit(f"    transform.apply_patterns to {cont} {{")
+            # Broadcasting reads of the generic's vectorization fold into a plain (m,k)x(k,n) contract;
+            # loop-invariant code (the padding value) leaves the K loop so the output tile's read/write pair
+            # is invariant and becomes a register iter_arg.
+            emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
             emit("      transform.apply_patterns.vector.reduction_to_contract")
             emit("      transform.apply_patterns.canonicalization")
             emit(f"    }} : {any_op}")
+            emit(f"    transform.apply_licm to %kl{k} : {any_op}")
             emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
 
 
