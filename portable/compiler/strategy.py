@@ -56,6 +56,8 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     each thread `elementwise_per_thread` consecutive elements of the innermost loop.
     """
     invocations = int(profile.get("workgroup_invocations", 64))
+    if kind.kind in ("matmul", "conv"):
+        invocations = int(profile.get("matmul_workgroup_invocations", invocations))
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     wg_red = _workgroup_reduction(kind, root, profile)
     if wg_red:
