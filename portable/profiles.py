@@ -57,4 +57,15 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
     # f16 arithmetic in kernels (OpenCL: cl_khr_fp16); without it f16 is storage only, math in f32.
     opts["fp16"] = bool(limits.get("fp16", False))
+    # SPIR-V capabilities the device has for narrow and wide types, so such graphs compile natively.
+    caps = list(opts.get("spirv_caps", ["Shader"]))
+    exts = list(opts.get("spirv_exts", ["SPV_KHR_storage_buffer_storage_class"]))
+    for key, cap, ext in (("fp16", "Float16", None), ("int8", "Int8", None), ("int64", "Int64", None),
+                          ("storage_buffer_16bit", "StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
+                          ("storage_buffer_8bit", "StorageBuffer8BitAccess", "SPV_KHR_8bit_storage")):
+        if limits.get(key) and cap not in caps:
+            caps.append(cap)
+            if ext and ext not in exts:
+                exts.append(ext)
+    opts["spirv_caps"], opts["spirv_exts"] = caps, exts
     return opts

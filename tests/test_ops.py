@@ -166,3 +166,17 @@ def test_large_elementwise(device):
     a, b = g.input((1 << 20,)), g.input((1 << 20,))
     g.output(g.add(g.mul(a, b), a))
     check(g, [rand((1 << 20,)), rand((1 << 20,))], device)
+
+
+@pytest.mark.parametrize("shape", [(64, 128, 96), (7, 13, 5)])
+def test_matmul_f16_with_f32_accumulate(device, shape):
+    m, k, n = shape
+    g = portable.Graph()
+    a, b = g.input((m, k), "float16"), g.input((k, n), "float16")
+    g.output(g.matmul(a, b, out_dtype="float32"), g.relu(g.matmul(a, b)))
+    xs = [rand((m, k), "float16"), rand((k, n), "float16")]
+    outs = portable.run(g, *xs, device=device)
+    refs = g.reference(*xs)
+    np.testing.assert_allclose(outs[0], refs[0], rtol=1e-5, atol=1e-5)  # f32 accumulate: exact up to order
+    # f16 accumulate rounds every partial sum: tolerance grows with K
+    np.testing.assert_allclose(outs[1].astype(np.float32), refs[1].astype(np.float32), rtol=2e-2, atol=0.02 * k ** 0.5)

@@ -148,9 +148,10 @@ class Graph(ElementwiseOps):
         return self._add("elementwise", [x, r], x.shape, x.dtype, prog=prog, dims=dims, src=x.dtype)
 
     # -- contractions ---------------------------------------------------------------------------------
-    def matmul(self, a: Tensor, b: Tensor) -> Tensor:
+    def matmul(self, a: Tensor, b: Tensor, out_dtype=None) -> Tensor:
         """(M,K)@(K,N) -> linalg.matmul; (B,M,K)@(B,K,N) -> linalg.batch_matmul; (B,M,K)@(K,N) is
-        reshaped to one matmul."""
+        reshaped to one matmul. `out_dtype` (e.g. "float32" for float16 inputs) sets the accumulator and
+        result type: f16 in, f32 accumulate."""
         self._check("matmul", a, b)
         what = f"matmul: a is {a.shape} {a.dtype}, b is {b.shape} {b.dtype}"
         if a.dtype != b.dtype:
@@ -158,6 +159,9 @@ class Graph(ElementwiseOps):
         if (a.ndim, b.ndim) not in ((2, 2), (3, 3), (3, 2)):
             raise UnsupportedOp(f"{what}; supported ranks are 2-D@2-D, 3-D@3-D (equal batch) and 3-D@2-D; "
                                 f"reshape to one of these")
+        out = a.dtype if out_dtype is None else str(np.dtype(out_dtype))
+        if out not in ("float32", "float16", "int32", "int64"):
+            raise UnsupportedOp(f"{what}; out_dtype {out} is not supported (float32, float16, int32, int64)")
         if a.shape[-1] != b.shape[-2]:
             raise ShapeMismatch(f"{what}; inner dims differ ({a.shape[-1]} != {b.shape[-2]}), "
                                 f"a.shape[-1] must equal b.shape[-2]; transpose or reshape an operand")
@@ -165,12 +169,12 @@ class Graph(ElementwiseOps):
             if a.shape[0] != b.shape[0]:
                 raise ShapeMismatch(f"{what}; batch dims differ ({a.shape[0]} != {b.shape[0]}) and are not "
                                     f"broadcast; make them equal")
-            return self._add("batch_matmul", [a, b], a.shape[:2] + b.shape[2:], a.dtype)
+            return self._add("batch_matmul", [a, b], a.shape[:2] + b.shape[2:], out)
         if a.ndim == 3:
             (bt, m, k), n = a.shape, b.shape[1]
-            flat = self._add("matmul", [self.reshape(a, (bt * m, k)), b], (bt * m, n), a.dtype)
+            flat = self._add("matmul", [self.reshape(a, (bt * m, k)), b], (bt * m, n), out)
             return self.reshape(flat, (bt, m, n))
-        return self._add("matmul", [a, b], (a.shape[0], b.shape[1]), a.dtype)
+        return self._add("matmul", [a, b], (a.shape[0], b.shape[1]), out)
 
     def conv2d(self, x: Tensor, w: Tensor, bias: Tensor | None = None, stride=(1, 1), padding=(0, 0),
                dilation=(1, 1), layout: str = "NHWC") -> Tensor:
