@@ -180,3 +180,13 @@ def test_matmul_f16_with_f32_accumulate(device, shape):
     np.testing.assert_allclose(outs[0], refs[0], rtol=1e-5, atol=1e-5)  # f32 accumulate: exact up to order
     # f16 accumulate rounds every partial sum: tolerance grows with K
     np.testing.assert_allclose(outs[1].astype(np.float32), refs[1].astype(np.float32), rtol=2e-2, atol=0.02 * k ** 0.5)
+
+
+def test_batched_conv_and_rank5_elementwise(device):
+    """Loops beyond the innermost three parallel ones go to a linearized grid (one workgroup per index)."""
+    g = portable.Graph()
+    x, w = g.input((6, 20, 20, 32)), g.input((3, 3, 32, 16))
+    a, b = g.input((2, 3, 4, 5, 6)), g.input((5, 1))
+    g.output(g.conv2d(x, w, padding=(1, 1)), g.mul(a, b))
+    check(g, [rand((6, 20, 20, 32)), rand((3, 3, 32, 16)), rand((2, 3, 4, 5, 6)), rand((5, 1))], device,
+          rtol=1e-4, atol=1e-4)

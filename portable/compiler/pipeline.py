@@ -91,7 +91,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             t = classify(g.target)
             strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators), profile, g.kind))
         dump("dispatch", str(module))
-        script = transform_script.build(groups, strategies)
+        script = transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups])
         dump("transform-script", script)
         body = module.body
         for op in ir.Module.parse(script).body.operations:

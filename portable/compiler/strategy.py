@@ -72,14 +72,17 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
     budget = invocations
-    # GPU grids have three dimensions: the innermost three parallel loops are distributed, outer ones (batch)
-    # run inside each thread. (The upstream linear block mapping miscounted the grid for 4-d foralls.)
+    # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions).
     for d in reversed(par[-3:]):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
         t = min(budget, _pow2_at_least(need))
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
+    # Outer parallel loops (batch) get one workgroup per index, through a linearized grid (see
+    # transform_script), rather than a long loop inside every thread.
+    for d in par[:-3]:
+        tile[d] = 1
     # Grid dimension i (x = innermost distributed loop) must stay within the device's workgroup-count limit:
     # past it, each thread takes proportionally more of that loop.
     max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))

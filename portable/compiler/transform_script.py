@@ -15,7 +15,9 @@ def _mapping(kind: str, n: int) -> str:
     return ", ".join(f"#gpu.{kind}<{a}>" for a in names)
 
 
-def build(groups: list[Group], strategies: list[Strategy]) -> str:
+def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[int, ...]]) -> str:
+    """`ranges[i]`: loop trip counts of group i's tiled op (for grid sizes)."""
+    g_ranges = {g.index: r for g, r in zip(groups, ranges)}
     any_op = "!transform.any_op"
     lines = [
         "module attributes {transform.with_named_sequence} {",
@@ -69,7 +71,15 @@ def build(groups: list[Group], strategies: list[Strategy]) -> str:
         k = g.index
         wx, wy, wz = s.workgroup_size
         emit(f"    %f{k} = transform.structured.match attributes{{portable.wg{k}}} in %b : ({any_op}) -> {any_op}")
-        emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch : ({any_op}) -> {any_op}")
+        grid = ""
+        if len([t for t in s.tile if t]) > 3:
+            # A forall of more than three dims maps to a linearized grid; its size must be given.
+            blocks = 1
+            for r, t in zip(g_ranges[k], s.tile):
+                if t:
+                    blocks *= -(-r // t)
+            grid = f" grid_dims = [{blocks}, 1, 1]"
+        emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch{grid} : ({any_op}) -> {any_op}")
         sync = "true" if s.reduce_threads else "false"
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
              f"sync_after_distribute = {sync} : ({any_op}) -> {any_op}")
@@ -83,10 +93,10 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
     """Thread-level tiling of the workgroup tile; vectorization and the matmul K loop where chosen."""
     any_op = "!transform.any_op"
     k = g.index
-    tiled = [t for t in s.tile if t]
+    distributed = [t for t in s.threads if t]
     nts = ", ".join(str(t) for t in s.threads)
     emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %wt{k} num_threads [{nts}] "
-         f"(mapping = [{_mapping('thread', len(tiled))}]) : ({any_op}) -> ({any_op}, {any_op})")
+         f"(mapping = [{_mapping('thread', len(distributed))}]) : ({any_op}) -> ({any_op}, {any_op})")
     cont = f"%tf{k}"
     for j in range(1, nfused + 1):
         emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
