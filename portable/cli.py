@@ -1,4 +1,4 @@
-"""`portable devices`, `portable demo` and `portable compile`."""
+"""`portable devices`, `demo`, `compile` and `bench`."""
 
 from __future__ import annotations
 
@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="API:PROFILE, e.g. vulkan:lavapipe, opencl:pocl, vulkan:generic (repeatable)")
     c.add_argument("-o", "--output", required=True, help="the package file to write (.ptpk)")
     c.set_defaults(fn=_compile)
+    from .bench.cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     args = p.parse_args(argv)
     from .errors import PortableError
 

@@ -1,0 +1,117 @@
+"""PyTorch: cuBLAS/cuDNN on CUDA where available (the vendor-library ceiling), TF32 off; on a host without
+CUDA it runs on the CPU as one more CPU peer. Skips cleanly where torch is not installed.
+
+Device-only time = one call on resident tensors + `torch.cuda.synchronize()`; end-to-end time adds
+`torch.from_numpy(...).to(device)` and `.cpu().numpy()`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
+from .base import Peer, Prepared, Unavailable, Unsupported
+
+
+def _function(w: Workload, torch, f16_out_dtype: bool):
+    F = torch.nn.functional
+    p = w.params
+    if w.family == "matmul":
+        if w.dtype == "float16" and f16_out_dtype:
+            return lambda a, b: torch.mm(a, b, out_dtype=torch.float32)
+        return lambda a, b: a @ b  # f16: f16 result, f32 accumulation inside cuBLAS
+    if w.family == "batch_matmul":
+        return torch.bmm
+    if w.family == "conv2d":  # NHWC data as channels_last NCHW views: cuDNN's NHWC kernels, no copies
+        return lambda x, k: F.conv2d(x, k, padding=p["pad"])
+    if w.family == "depthwise_conv2d":
+        return lambda x, k: F.conv2d(x, k, padding=p["pad"], groups=p["c"])
+    if w.family == "softmax":
+        return lambda x: torch.softmax(x * SOFTMAX_SCALE, dim=-1)
+    if w.family == "layernorm":
+        return lambda x, g, b: F.layer_norm(x, (p["c"],), g, b, LAYERNORM_EPS)
+    if w.family == "ew_chain":
+        return lambda x, bias, res: F.gelu(x + bias, approximate="tanh") + res
+    if w.family == "add":
+        return torch.add
+    raise Unsupported(f"no torch form of {w.family}")
+
+
+def _to_torch(w: Workload, inputs: list, torch, device) -> list:
+    """numpy -> device tensors in torch's layout for the op (NHWC as channels_last, HWCF weights as FCHW)."""
+    ts = [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in inputs]
+    if w.family == "conv2d":
+        x, k = ts
+        return [x.permute(0, 3, 1, 2), k.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)]
+    if w.family == "depthwise_conv2d":
+        x, k = ts
+        c, kk = w.params["c"], w.params["k"]
+        return [x.permute(0, 3, 1, 2), k.permute(2, 0, 1).reshape(c, 1, kk, kk).contiguous()]
+    return ts
+
+
+def _from_torch(w: Workload, t) -> np.ndarray:
+    if w.family in ("conv2d", "depthwise_conv2d"):
+        t = t.permute(0, 2, 3, 1)
+    return t.cpu().numpy()
+
+
+class _Prepared(Prepared):
+    def __init__(self, peer: TorchPeer, w: Workload, inputs: list[np.ndarray]):
+        self.peer, self.w = peer, w
+        self.fn = _function(w, peer.torch, peer.f16_out_dtype)
+        if w.family == "matmul" and w.dtype == "float16" and not peer.f16_out_dtype:
+            self.notes = "f16 result (this torch has no torch.mm(out_dtype=)); f32 accumulation in cuBLAS"
+        self.resident = _to_torch(w, inputs, peer.torch, peer.device)
+
+    def run_device(self) -> None:
+        with self.peer.torch.no_grad():
+            self.fn(*self.resident)
+        self.peer.sync()
+
+    def run_e2e(self, inputs: list[np.ndarray]) -> np.ndarray:
+        with self.peer.torch.no_grad():
+            out = self.fn(*_to_torch(self.w, inputs, self.peer.torch, self.peer.device))
+        return _from_torch(self.w, out)
+
+    def device_result(self) -> np.ndarray:
+        with self.peer.torch.no_grad():
+            return _from_torch(self.w, self.fn(*self.resident))
+
+
+class TorchPeer(Peer):
+    name = "torch"
+
+    def __init__(self, want: str = "auto"):
+        self.want = want  # "auto": cuda if available, else cpu
+
+    def describe(self) -> dict:
+        try:
+            import torch
+        except ImportError as e:
+            raise Unavailable(f"torch is not installed ({e})") from e
+        self.torch = torch
+        cuda = torch.cuda.is_available() and self.want in ("auto", "cuda")
+        if self.want == "cuda" and not cuda:
+            raise Unavailable("torch has no CUDA device here")
+        self.device = torch.device("cuda" if cuda else "cpu")
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (BENCHMARKS.md: TF32 off)
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        self.sync = torch.cuda.synchronize if cuda else (lambda: None)
+        try:
+            a = torch.ones((2, 2), dtype=torch.float16, device=self.device)
+            torch.mm(a, a, out_dtype=torch.float32)
+            self.f16_out_dtype = True
+        except (TypeError, RuntimeError):
+            self.f16_out_dtype = False
+        d = {"torch": torch.__version__, "device": str(self.device), "tf32": False}
+        if cuda:
+            d.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
+                     cudnn=torch.backends.cudnn.version())
+        else:
+            d.update(name="host CPU", threads=torch.get_num_threads())
+        return d
+
+    def prepare(self, w: Workload, inputs: list[np.ndarray]) -> Prepared:
+        return _Prepared(self, w, inputs)

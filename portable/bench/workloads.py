@@ -1,0 +1,268 @@
+"""The benchmark workload table: what each workload computes, at which size per size class, and its cost.
+
+Every workload is built once, as the Linalg MLIR text that portable compiles and IREE compiles too (from a
+`portable.Graph`, or from MLIR text where the Graph API has no such op). Sizes come in three classes:
+"gpu" (the nominal sizes), "cpu" (scaled down so a full run on lavapipe + PoCL takes minutes) and "tiny"
+(smoke runs and tests). No MLIR bindings are needed here: the Graph builder emits text.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SIZE_CLASSES = ("gpu", "cpu", "tiny")
+
+
+def _mm(m: int, n: int, k: int) -> dict:
+    return {"m": m, "n": n, "k": k}
+
+
+def _bmm(b: int, m: int, k: int, n: int) -> dict:
+    return {"b": b, "m": m, "k": k, "n": n}
+
+
+def _conv(n: int, hw: int, c: int, f: int | None, k: int) -> dict:
+    d = {"n": n, "h": hw, "w": hw, "c": c, "k": k, "pad": k // 2}
+    return d if f is None else {**d, "f": f}
+
+
+def _rc(r: int, c: int) -> dict:
+    return {"r": r, "c": c}
+
+
+# id -> (family, params per size class, dtype). The id names the nominal (gpu) size and stays the same in
+# every class, so results of different devices line up; `Workload.label` shows the real shape.
+TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
+    "matmul_1024_f32": ("matmul", {"gpu": _mm(1024, 1024, 1024), "cpu": _mm(512, 512, 512),
+                                   "tiny": _mm(64, 64, 64)}, "float32"),
+    "matmul_4096_f32": ("matmul", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(1024, 1024, 1024),
+                                   "tiny": _mm(128, 128, 128)}, "float32"),
+    "matmul_1024_f16": ("matmul", {"gpu": _mm(1024, 1024, 1024), "cpu": _mm(512, 512, 512),
+                                   "tiny": _mm(64, 64, 64)}, "float16"),
+    "matmul_4096_f16": ("matmul", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(1024, 1024, 1024),
+                                   "tiny": _mm(128, 128, 128)}, "float16"),
+    "gemv_4096": ("matmul", {"gpu": _mm(1, 4096, 4096), "cpu": _mm(1, 2048, 2048), "tiny": _mm(1, 256, 256)},
+                  "float32"),
+    "bmm_attention": ("batch_matmul", {"gpu": _bmm(16, 512, 64, 512), "cpu": _bmm(8, 256, 64, 256),
+                                       "tiny": _bmm(2, 32, 16, 32)}, "float32"),
+    "conv3x3_resnet": ("conv2d", {"gpu": _conv(8, 56, 64, 64, 3), "cpu": _conv(1, 56, 64, 64, 3),
+                                  "tiny": _conv(1, 8, 8, 8, 3)}, "float32"),
+    "conv1x1_resnet": ("conv2d", {"gpu": _conv(8, 56, 64, 256, 1), "cpu": _conv(1, 56, 64, 256, 1),
+                                  "tiny": _conv(1, 8, 8, 16, 1)}, "float32"),
+    "conv1x1_mobilenet": ("conv2d", {"gpu": _conv(8, 28, 256, 256, 1), "cpu": _conv(1, 28, 256, 256, 1),
+                                     "tiny": _conv(1, 4, 16, 16, 1)}, "float32"),
+    "dwconv3x3_mobilenet": ("depthwise_conv2d", {"gpu": _conv(8, 112, 32, None, 3), "cpu": _conv(1, 112, 32, None, 3),
+                                                 "tiny": _conv(1, 8, 8, None, 3)}, "float32"),
+    "softmax_4096": ("softmax", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
+    "layernorm_4096": ("layernorm", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)},
+                       "float32"),
+    "ew_chain_16Mi": ("ew_chain", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
+    "add_64Mi": ("add", {"gpu": {"n": 64 << 20}, "cpu": {"n": 4 << 20}, "tiny": {"n": 4096}}, "float32"),
+}
+
+SOFTMAX_SCALE = 0.125  # 1/sqrt(64): the scaled softmax of attention with head dim 64
+LAYERNORM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload at one size: the MLIR both compilers get, the input signature, and the work it does."""
+
+    id: str
+    family: str
+    size_class: str
+    params: dict
+    dtype: str
+    inputs: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype) per input
+    output: tuple[tuple[int, ...], str]
+    flops: float
+    bytes: float  # minimum traffic: every input read once, the output written once
+    bound: str  # "compute" | "memory": which device peak the fraction-of-peak uses
+    mlir: str = field(repr=False)
+    built_with: str = "portable.Graph"
+
+    @property
+    def label(self) -> str:
+        p = self.params
+        dt = {"float32": "f32", "float16": "f16"}[self.dtype]
+        if self.family == "matmul":
+            return f"matmul {p['m']}x{p['k']}x{p['n']} {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
+        if self.family == "batch_matmul":
+            return f"bmm {p['b']}x{p['m']}x{p['k']} @ {p['b']}x{p['k']}x{p['n']} {dt}"
+        if self.family in ("conv2d", "depthwise_conv2d"):
+            dw = self.family == "depthwise_conv2d"
+            return (f"{'dw' if dw else ''}conv {p['k']}x{p['k']} NHWC {p['n']}x{p['h']}x{p['w']}x{p['c']}"
+                    + ("" if dw else f"->{p['f']}") + f" {dt}")
+        if self.family in ("softmax", "layernorm", "ew_chain"):
+            return f"{self.family} {p['r']}x{p['c']} {dt}"
+        n = p["n"]
+        return f"add {n >> 20} Mi {dt}" if n >= 1 << 20 else f"add {n / 1024:g} Ki {dt}"
+
+    @property
+    def mlir_sha(self) -> str:
+        return hashlib.sha256(self.mlir.encode()).hexdigest()[:16]
+
+    def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Deterministic inputs: standard normal (layernorm gamma around 1), cast to each input's dtype."""
+        rng = np.random.default_rng(seed)
+        out = []
+        for shape, dtype in self.inputs:
+            a = rng.standard_normal(shape, dtype=np.float32)
+            out.append(a.astype(dtype))
+        if self.family == "layernorm":
+            out[1] = (1.0 + 0.1 * out[1]).astype(self.dtype)
+        return out
+
+    def tolerance(self) -> float:
+        """Allowed max |out - ref| / max |ref|: f16 inputs round, long f32 sums reorder."""
+        return 2e-2 if self.dtype == "float16" else 2e-3
+
+
+def _nbytes(shapes: list[tuple[tuple[int, ...], str]]) -> float:
+    return float(sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in shapes))
+
+
+def _conv_out(p: dict) -> tuple[int, int]:
+    return p["h"] + 2 * p["pad"] - p["k"] + 1, p["w"] + 2 * p["pad"] - p["k"] + 1
+
+
+def _graph(family: str, p: dict, dtype: str):
+    """The portable.Graph of a family (the families the Graph API has)."""
+    from ..frontend.graph import Graph
+
+    g = Graph(family)
+    if family == "matmul":
+        g.output(g.matmul(g.input((p["m"], p["k"]), dtype), g.input((p["k"], p["n"]), dtype)))
+    elif family == "batch_matmul":
+        g.output(g.matmul(g.input((p["b"], p["m"], p["k"]), dtype), g.input((p["b"], p["k"], p["n"]), dtype)))
+    elif family == "conv2d":
+        x = g.input((p["n"], p["h"], p["w"], p["c"]), dtype)
+        w = g.input((p["k"], p["k"], p["c"], p["f"]), dtype)
+        g.output(g.conv2d(x, w, padding=p["pad"], layout="NHWC"))
+    elif family == "softmax":
+        g.output(g.softmax(g.mul(g.input((p["r"], p["c"]), dtype), SOFTMAX_SCALE), axis=-1))
+    elif family == "layernorm":
+        # Not in the Graph API: built from mean, sub, mul, add, rsqrt (two row reductions + elementwise).
+        x, gamma, beta = g.input((p["r"], p["c"]), dtype), g.input((p["c"],), dtype), g.input((p["c"],), dtype)
+        xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+        var = g.mean(g.mul(xc, xc), axis=-1, keepdims=True)
+        g.output(g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, LAYERNORM_EPS))), gamma), beta))
+    elif family == "ew_chain":
+        # The epilogue of a transformer MLP: bias add, tanh-GELU, residual add (one fused kernel expected).
+        x, bias, res = g.input((p["r"], p["c"]), dtype), g.input((p["c"],), dtype), g.input((p["r"], p["c"]), dtype)
+        g.output(g.add(g.gelu(g.add(x, bias)), res))
+    elif family == "add":
+        g.output(g.add(g.input((p["n"],), dtype), g.input((p["n"],), dtype)))
+    else:
+        raise KeyError(family)
+    return g
+
+
+_MLIR_TYPES = {"float32": "f32", "float16": "f16"}
+
+
+def _tt(shape, dtype: str) -> str:
+    return "tensor<" + "x".join(str(d) for d in shape) + "x" + _MLIR_TYPES[dtype] + ">"
+
+
+def _matmul_f16_mlir(p: dict) -> str:
+    """f16 operands, f32 accumulator and result: the Graph API's matmul keeps the operand dtype, so this is
+    written as MLIR (linalg.matmul with mixed element types extends the operands)."""
+    a, b, c = _tt((p["m"], p["k"]), "float16"), _tt((p["k"], p["n"]), "float16"), _tt((p["m"], p["n"]), "float32")
+    return f"""module attributes {{portable.graph = "matmul_f16_f32acc"}} {{
+  func.func @main(%a: {a}, %b: {b}) -> {c} {{
+    %zero = arith.constant 0.0 : f32
+    %empty = tensor.empty() : {c}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {c}) -> {c}
+    %r = linalg.matmul ins(%a, %b : {a}, {b}) outs(%acc : {c}) -> {c}
+    return %r : {c}
+  }}
+}}
+"""
+
+
+def _depthwise_mlir(p: dict, dtype: str) -> str:
+    """Depthwise 3x3 NHWC (weights HWC): no Graph op, so tensor.pad + linalg.depthwise_conv_2d_nhwc_hwc."""
+    n, h, w, c, k, pad = p["n"], p["h"], p["w"], p["c"], p["k"], p["pad"]
+    oh, ow = _conv_out(p)
+    et = _MLIR_TYPES[dtype]
+    x, wt = _tt((n, h, w, c), dtype), _tt((k, k, c), dtype)
+    xp, out = _tt((n, h + 2 * pad, w + 2 * pad, c), dtype), _tt((n, oh, ow, c), dtype)
+    return f"""module attributes {{portable.graph = "depthwise_conv2d"}} {{
+  func.func @main(%x: {x}, %w: {wt}) -> {out} {{
+    %zero = arith.constant 0.0 : {et}
+    %xp = tensor.pad %x low[0, {pad}, {pad}, 0] high[0, {pad}, {pad}, 0] {{
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : {et}
+    }} : {x} to {xp}
+    %empty = tensor.empty() : {out}
+    %acc = linalg.fill ins(%zero : {et}) outs(%empty : {out}) -> {out}
+    %r = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
+      ins(%xp, %w : {xp}, {wt}) outs(%acc : {out}) -> {out}
+    return %r : {out}
+  }}
+}}
+"""
+
+
+def build(wid: str, size_class: str) -> Workload:
+    """The workload `wid` at `size_class` ("gpu" | "cpu" | "tiny")."""
+    family, sizes, dtype = TABLE[wid]
+    p = dict(sizes[size_class])
+    built_with = "portable.Graph"
+    if family == "matmul":
+        ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype)]
+        out = ((p["m"], p["n"]), "float32")
+        flops, bound = 2.0 * p["m"] * p["n"] * p["k"], "memory" if p["m"] == 1 else "compute"
+        if dtype == "float16":
+            text, built_with = _matmul_f16_mlir(p), "MLIR text (f16 in, f32 accumulate and out)"
+        else:
+            text = _graph(family, p, dtype).to_mlir()
+    elif family == "batch_matmul":
+        ins = [((p["b"], p["m"], p["k"]), dtype), ((p["b"], p["k"], p["n"]), dtype)]
+        out = ((p["b"], p["m"], p["n"]), dtype)
+        flops, bound, text = 2.0 * p["b"] * p["m"] * p["n"] * p["k"], "compute", _graph(family, p, dtype).to_mlir()
+    elif family in ("conv2d", "depthwise_conv2d"):
+        oh, ow = _conv_out(p)
+        x = ((p["n"], p["h"], p["w"], p["c"]), dtype)
+        if family == "conv2d":
+            ins, out = [x, ((p["k"], p["k"], p["c"], p["f"]), dtype)], ((p["n"], oh, ow, p["f"]), dtype)
+            flops, bound = 2.0 * p["n"] * oh * ow * p["f"] * p["k"] * p["k"] * p["c"], "compute"
+            text = _graph(family, p, dtype).to_mlir()
+        else:
+            ins, out = [x, ((p["k"], p["k"], p["c"]), dtype)], ((p["n"], oh, ow, p["c"]), dtype)
+            flops, bound = 2.0 * p["n"] * oh * ow * p["c"] * p["k"] * p["k"], "memory"
+            text, built_with = _depthwise_mlir(p, dtype), "MLIR text (linalg.depthwise_conv_2d_nhwc_hwc)"
+    elif family in ("softmax", "layernorm", "ew_chain"):
+        rc = (p["r"], p["c"])
+        ins = {"softmax": [(rc, dtype)], "layernorm": [(rc, dtype), ((p["c"],), dtype), ((p["c"],), dtype)],
+               "ew_chain": [(rc, dtype), ((p["c"],), dtype), (rc, dtype)]}[family]
+        out, bound = (rc, dtype), "memory"
+        flops = float(p["r"] * p["c"]) * {"softmax": 5, "layernorm": 8, "ew_chain": 12}[family]
+        text = _graph(family, p, dtype).to_mlir()
+        if family == "layernorm":
+            built_with = "portable.Graph (mean, sub, mul, add, rsqrt: no layernorm op)"
+    elif family == "add":
+        ins, out = [((p["n"],), dtype)] * 2, ((p["n"],), dtype)
+        flops, bound, text = float(p["n"]), "memory", _graph(family, p, dtype).to_mlir()
+    else:
+        raise KeyError(family)
+    return Workload(id=wid, family=family, size_class=size_class, params=p, dtype=dtype, inputs=tuple(ins),
+                    output=out, flops=flops, bytes=_nbytes(list(ins) + [out]), bound=bound, mlir=text,
+                    built_with=built_with)
+
+
+def select(pattern: str | None) -> list[str]:
+    """Workload ids matching a comma-separated list of globs or substrings (None: all), in table order."""
+    if not pattern:
+        return list(TABLE)
+    pats = [p.strip() for p in pattern.split(",") if p.strip()]
+
+    def hit(wid: str) -> bool:
+        return any(fnmatch.fnmatch(wid, p) if any(ch in p for ch in "*?[") else p in wid for p in pats)
+
+    return [w for w in TABLE if hit(w)]

@@ -1,0 +1,67 @@
+"""The benchmark harness end to end on one tiny workload: portable on each device, numpy the only peer.
+Checks the files and their shape, never a time (timed tests are forbidden)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from portable.bench import BenchConfig, build, run_bench, select
+from portable.bench.harness import relative_error
+from portable.bench.peers.numpy_peer import reference
+
+
+def test_workload_table_builds_every_size_class():
+    for wid in select(None):
+        for sc in ("gpu", "cpu", "tiny"):
+            w = build(wid, sc)
+            assert w.mlir.startswith("module") and "func.func @main" in w.mlir
+            assert w.flops > 0 and w.bytes > 0 and w.bound in ("compute", "memory")
+    assert select("matmul*") == [w for w in select(None) if w.startswith("matmul")]
+    assert select("softmax,add") == ["softmax_4096", "add_64Mi"]
+
+
+def test_numpy_reference_and_error_measure():
+    w = build("conv3x3_resnet", "tiny")
+    x, k = w.make_inputs()
+    ref = reference(w, [x, k])
+    # direct loop convolution, NHWC x HWCF, padding 1
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    direct = np.zeros_like(ref)
+    for i in range(3):
+        for j in range(3):
+            direct += np.einsum("nhwc,cf->nhwf", xp[:, i:i + ref.shape[1], j:j + ref.shape[2], :], k[i, j])
+    assert relative_error(direct, ref) < 1e-5
+    assert relative_error(ref[..., :1], ref) == float("inf")  # a shape mismatch is never close
+    bad = ref.copy()
+    bad.flat[0] = np.nan
+    assert relative_error(bad, ref) == float("inf")
+
+
+def test_bench_writes_json_and_markdown(device, tmp_path):
+    cfg = BenchConfig(devices=device, filter="add_64Mi", out=tmp_path, sizes="tiny", peers=("portable", "numpy"),
+                      iters=2, chart=False, command="pytest", log=False)
+    result = run_bench(cfg)
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["devices"][0]["uri"] == device and data["devices"][0]["size_class"] == "tiny"
+    assert {"numpy", "portable"} <= set(data["packages"])
+    by_peer = {r["peer"]: r for r in data["results"]}
+    assert set(by_peer) == {"numpy", "portable"}, data["results"]
+    mine = by_peer["portable"]
+    assert mine["status"] == "ok", mine.get("error")
+    assert mine["max_rel_err"] <= mine["tolerance"]
+    for key in ("device_ms", "e2e_ms"):
+        stats = mine[key]
+        assert stats["n"] >= 2 and stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"]
+    md = (tmp_path / "results.md").read_text()
+    assert f"## {device}" in md and "add_64Mi" in md and "numpy/portable" in md
+    assert result["workloads"]["tiny"]["add_64Mi"]["label"] == "add 4 Ki f32"
+
+
+def test_bench_reports_a_missing_device():
+    from portable.errors import DeviceNotFound
+
+    with pytest.raises(DeviceNotFound):
+        run_bench(BenchConfig(devices="vulkan:99", peers=("numpy",), sizes="tiny", log=False, chart=False))
