@@ -190,3 +190,27 @@ def test_batched_conv_and_rank5_elementwise(device):
     g.output(g.conv2d(x, w, padding=(1, 1)), g.mul(a, b))
     check(g, [rand((6, 20, 20, 32)), rand((3, 3, 32, 16)), rand((2, 3, 4, 5, 6)), rand((5, 1))], device,
           rtol=1e-4, atol=1e-4)
+
+
+def test_concat_and_slices(device):
+    src = """
+    func.func @main(%a: tensor<4x6xf32>, %b: tensor<4x3xf32>) -> (tensor<4x9xf32>, tensor<2x3xf32>, tensor<3xf32>) {
+      %c = tensor.concat dim(1) %a, %b : (tensor<4x6xf32>, tensor<4x3xf32>) -> tensor<4x9xf32>
+      %s = tensor.extract_slice %a[1, 0] [2, 3] [2, 2] : tensor<4x6xf32> to tensor<2x3xf32>
+      %r = tensor.extract_slice %b[2, 0] [1, 3] [1, 1] : tensor<4x3xf32> to tensor<3xf32>
+      return %c, %s, %r : tensor<4x9xf32>, tensor<2x3xf32>, tensor<3xf32>
+    }"""
+    a, b = rand((4, 6)), rand((4, 3))
+    outs = portable.run(src, a, b, device=device)
+    for o, r in zip(outs, [np.concatenate([a, b], 1), a[1:5:2, 0:6:2], b[2]]):
+        np.testing.assert_array_equal(o, r)
+
+
+def test_identity_and_constant_only_graph(device):
+    src = """func.func @main(%a: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+      %c = arith.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+      return %a, %c : tensor<3xf32>, tensor<3xf32> }"""
+    a = rand((3,))
+    out_a, out_c = portable.run(src, a, device=device)
+    np.testing.assert_array_equal(out_a, a)
+    np.testing.assert_array_equal(out_c, [1, 2, 3])

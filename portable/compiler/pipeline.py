@@ -84,8 +84,6 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         groups = dispatch.form_groups(public_func(module))
-        if not groups:
-            raise UnsupportedOp("the graph has no computation to compile (only views/constants)")
         strategies = []
         for g in groups:
             t = classify(g.target)

@@ -33,97 +33,201 @@ def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value]
     return new.operation
 
 
-def _shift(amap: ir.AffineMap, extra_result: bool) -> ir.AffineMap:
-    """Same map over one more (leading) dim; optionally the new dim as the only result."""
+def _shift(amap: ir.AffineMap, lead: bool) -> ir.AffineMap:
+    """Same map over one more, leading, dim; with `lead` the new dim also leads the results."""
     n = amap.n_dims + 1
-    if extra_result:
-        return ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(0)])
-    exprs = [ir.AffineExpr.shift_dims(e, amap.n_dims, 1) if hasattr(ir.AffineExpr, "shift_dims")
-             else e.shift_dims(amap.n_dims, 1) for e in amap.results]
+    exprs = [e.shift_dims(amap.n_dims, 1) for e in amap.results]
+    if lead:
+        exprs = [ir.AffineDimExpr.get(0)] + exprs
     return ir.AffineMap.get(n, 0, exprs)
 
 
+def _reassociation(rank: int) -> ir.ArrayAttr:
+    """Old rank-r shape S <-> new shape [1] + S: the new unit dim joins the old first dim."""
+    if rank == 0:
+        return ir.ArrayAttr.get([])
+    i64 = ir.IntegerType.get_signless(64)
+    groups = [[0, 1]] + [[d + 1] for d in range(1, rank)]
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in g]) for g in groups])
+
+
 def expand_rank0_reduction(op: ir.Operation) -> None:
-    """linalg.generic with only reduction loops and one 0-d output -> unit parallel loop + 1-d output."""
+    """A linalg.generic with only reduction loops (a full reduction, to a 0-d or all-ones tensor) gets a
+    leading unit parallel loop and output dim, so it maps to a workgroup like every other op."""
     nin = num_inputs(op)
     outs = list(op.operands)[nin:]
     if len(outs) != 1:
         raise UnsupportedOp(f"a full reduction with {len(outs)} outputs is not supported yet")
     init = outs[0]
-    elem = ir.RankedTensorType(init.type).element_type
-    t1 = ir.RankedTensorType.get([1], elem)
+    it = ir.RankedTensorType(init.type)
+    elem, shape = it.element_type, list(it.shape)
+    t1 = ir.RankedTensorType.get([1] + shape, elem)
+    reassoc = _reassociation(len(shape))
     producer = init.owner.operation if isinstance(init, ir.OpResult) else None
     with ir.InsertionPoint(op), op.location:
         if producer is not None and producer.name == "linalg.generic" and classify(producer).kind == "fill":
-            # Re-create the fill at rank 1 so it fuses into the reduction's kernel.
+            # Re-create the fill at the new shape so it fuses into the reduction's kernel.
             scalar = list(producer.regions[0].blocks[0].operations)[-1].operands[0]
-            new_init = linalg.fill(scalar, outs=[tensor.EmptyOp([1], elem).result])
+            new_init = linalg.fill(scalar, outs=[tensor.EmptyOp([1] + shape, elem).result])
         else:
-            new_init = tensor.ExpandShapeOp(t1, init, ir.ArrayAttr.get([]), [], [1]).result
+            new_init = tensor.ExpandShapeOp(t1, init, reassoc, [], [1] + shape).result
     maps = [_shift(m, False) for m in indexing_maps(op)[:nin]] + [_shift(indexing_maps(op)[nin], True)]
     its = ["parallel"] + iterator_types(op)
     nargs = len(op.regions[0].blocks[0].arguments)
     new = rebuild_generic(op, list(op.operands)[:nin], [new_init], maps, its, list(range(nargs)), [t1])
     with ir.InsertionPoint(op), op.location:
-        back = tensor.CollapseShapeOp(init.type, new.results[0], ir.ArrayAttr.get([])).result
+        back = tensor.CollapseShapeOp(init.type, new.results[0], reassoc).result
     op.results[0].replace_all_uses_with(back)
     op.erase()
 
 
-def pad_to_generic(pad: ir.Operation) -> None:
-    """tensor.pad with static sizes -> linalg.generic that reads the source in bounds, else the pad value."""
-    src = pad.operands[0]
-    src_t = ir.RankedTensorType(src.type)
-    out_t = ir.RankedTensorType(pad.results[0].type)
-    if not (src_t.has_static_shape and out_t.has_static_shape):
-        raise UnsupportedOp("tensor.pad with dynamic sizes is not supported yet")
-    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-    if any(v < -(2**62) for v in low):
-        raise UnsupportedOp("tensor.pad with dynamic padding amounts is not supported yet")
-    yield_op = list(pad.regions[0].blocks[0].operations)[-1]
-    pad_value = yield_op.operands[0]
-    rank = out_t.rank
-    elem = out_t.element_type
-    with ir.InsertionPoint(pad), pad.location:
+def _gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> None:
+    """Replace `op` by an elementwise linalg.generic over `out_t` whose element at index vector `i` is
+    `body(i)` (built at the generic's body insertion point; it reads sources with tensor.extract)."""
+    rank, elem = out_t.rank, out_t.element_type
+    with ir.InsertionPoint(op), op.location:
         empty = tensor.EmptyOp(list(out_t.shape), elem).result
-        ident = ir.AffineMap.get_identity(rank)
         gen = linalg.GenericOp(
-            [out_t], [], [empty], ir.ArrayAttr.get([ir.AffineMapAttr.get(ident)]),
+            [out_t], [], [empty], ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
             ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank),
         )
     block = gen.regions[0].blocks.append(elem)
-    with ir.InsertionPoint(block), pad.location:
+    with ir.InsertionPoint(block), op.location:
+        linalg.YieldOp([body([linalg.IndexOp(d).result for d in range(rank)])])
+    op.results[0].replace_all_uses_with(gen.results[0])
+    op.erase()
+
+
+def _idx(v: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), v).result
+
+
+def _clamped(j: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
+    """(0 <= j < size, j clamped into range): reads stay in bounds even where their value is discarded."""
+    zero = _idx(0)
+    ok = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, j, zero).result,
+                      arith.CmpIOp(arith.CmpIPredicate.slt, j, _idx(size)).result).result
+    return ok, arith.MinSIOp(arith.MaxSIOp(j, zero).result, _idx(size - 1)).result
+
+
+def _static(values: list[int], what: str) -> list[int]:
+    if any(v < -(2**62) or v > 2**62 for v in values):
+        raise UnsupportedOp(f"{what} with dynamic offsets/sizes is not supported yet")
+    return values
+
+
+def pad_to_generic(pad: ir.Operation) -> None:
+    """tensor.pad with static sizes -> read the source in bounds, else the pad value."""
+    src = pad.operands[0]
+    src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(pad.results[0].type)
+    if not (src_t.has_static_shape and out_t.has_static_shape):
+        raise UnsupportedOp("tensor.pad with dynamic sizes is not supported yet")
+    low = _static(list(ir.DenseI64ArrayAttr(pad.attributes["static_low"])), "tensor.pad")
+    pad_value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+
+    def body(i):
         # The pad value may be defined inside the pad's region (a constant): rebuild it here.
         if isinstance(pad_value, ir.OpResult) and pad_value.owner.operation.parent == pad.operation:
-            pv = arith.ConstantOp(elem, pad_value.owner.attributes["value"]).result
+            pv = arith.ConstantOp(out_t.element_type, pad_value.owner.attributes["value"]).result
         else:
             pv = pad_value
-        idx_t = ir.IndexType.get()
-        inb = None
-        idxs = []
-        for d in range(rank):
-            i = linalg.IndexOp(d).result
-            lo = arith.ConstantOp(idx_t, low[d]).result
-            size = arith.ConstantOp(idx_t, src_t.shape[d]).result
-            zero = arith.ConstantOp(idx_t, 0).result
-            j = arith.SubIOp(i, lo).result
-            ok = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, j, zero).result,
-                              arith.CmpIOp(arith.CmpIPredicate.slt, j, size).result).result
+        inb, idxs = None, []
+        for d in range(out_t.rank):
+            ok, j = _clamped(arith.SubIOp(i[d], _idx(low[d])).result, src_t.shape[d])
             inb = ok if inb is None else arith.AndIOp(inb, ok).result
-            # Clamp so the read stays in bounds even where its value is discarded.
-            top = arith.ConstantOp(idx_t, src_t.shape[d] - 1).result
-            idxs.append(arith.MinSIOp(arith.MaxSIOp(j, zero).result, top).result)
+            idxs.append(j)
         v = tensor.ExtractOp(src, idxs).result
-        linalg.YieldOp([arith.SelectOp(inb, v, pv).result])
-    pad.results[0].replace_all_uses_with(gen.results[0])
-    pad.erase()
+        return arith.SelectOp(inb, v, pv).result if inb is not None else v
+
+    _gather_generic(pad, out_t, body)
+
+
+def concat_to_generic(op: ir.Operation) -> None:
+    """tensor.concat along `dim` -> each output element read from the input whose range holds it."""
+    out_t = ir.RankedTensorType(op.results[0].type)
+    dim = ir.IntegerAttr(op.attributes["dim"]).value
+    ins = list(op.operands)
+    sizes = [ir.RankedTensorType(v.type).shape[dim] for v in ins]
+    if not out_t.has_static_shape or any(not ir.RankedTensorType(v.type).has_static_shape for v in ins):
+        raise UnsupportedOp("tensor.concat with dynamic shapes is not supported yet")
+
+    def body(i):
+        value, start = None, 0
+        for v, n in zip(ins, sizes):
+            if n == 0:
+                continue
+            _, j = _clamped(arith.SubIOp(i[dim], _idx(start)).result, n)
+            x = tensor.ExtractOp(v, [j if d == dim else i[d] for d in range(out_t.rank)]).result
+            if value is None:
+                value = x
+            else:  # later inputs win from their start on
+                here = arith.CmpIOp(arith.CmpIPredicate.sge, i[dim], _idx(start)).result
+                value = arith.SelectOp(here, x, value).result
+            start += n
+        return value
+
+    _gather_generic(op, out_t, body)
+
+
+def extract_slice_to_generic(op: ir.Operation) -> None:
+    """tensor.extract_slice with static offsets, sizes, strides (rank-reducing too) -> a strided copy."""
+    src = op.operands[0]
+    src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(op.results[0].type)
+    offs = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])), "tensor.extract_slice")
+    sizes = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"])), "tensor.extract_slice")
+    strides = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), "tensor.extract_slice")
+    if len(list(op.operands)) != 1 or not src_t.has_static_shape:
+        raise UnsupportedOp("tensor.extract_slice with dynamic offsets/sizes is not supported yet")
+    # A rank-reducing slice drops unit dims: keep dims in order while they match the result's shape.
+    kept, want = [], list(out_t.shape)
+    for d in range(src_t.rank):
+        left_src, left_want = src_t.rank - d, len(want) - len(kept)
+        if left_want and sizes[d] == want[len(kept)] and (sizes[d] != 1 or left_src == left_want):
+            kept.append(d)
+        elif sizes[d] != 1:
+            raise UnsupportedOp(f"tensor.extract_slice result {out_t} does not match its sizes {sizes}")
+    if len(kept) != len(want):
+        raise UnsupportedOp(f"tensor.extract_slice result {out_t} does not match its sizes {sizes}")
+
+    def body(i):
+        pos = dict(zip(kept, i))
+        idxs = []
+        for d in range(src_t.rank):
+            if d in pos:
+                j = arith.AddIOp(arith.MulIOp(pos[d], _idx(strides[d])).result, _idx(offs[d])).result
+            else:
+                j = _idx(offs[d])
+            idxs.append(j)
+        return tensor.ExtractOp(src, idxs).result
+
+    _gather_generic(op, out_t, body)
+
+
+def _drop_asserts(func_op: ir.Operation) -> None:
+    """cf.assert (shape checks the ONNX importer leaves behind) has no GPU lowering; shapes are static and
+    checked on the host before a run, so the asserts are dropped."""
+    asserts = []
+
+    def visit(op):
+        if op.name == "cf.assert":
+            asserts.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func_op.walk(visit)
+    for a in asserts:
+        a.erase()
 
 
 def apply(func_op: ir.Operation) -> None:
+    _drop_asserts(func_op)
     block = func_op.regions[0].blocks[0]
     for op in list(block.operations):
         if op.name == "tensor.pad":
             pad_to_generic(op)
+        elif op.name == "tensor.concat":
+            concat_to_generic(op)
+        elif op.name == "tensor.extract_slice":
+            extract_slice_to_generic(op)
         elif op.name == "linalg.generic" and classify(op).kind != "fill" \
                 and "parallel" not in iterator_types(op):
             expand_rank0_reduction(op)
