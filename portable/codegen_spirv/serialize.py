@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
+from .private_allocs import allocs_to_private, expand_absi
 from .vector_buffers import vectorize_buffers
 from ..errors import CompileError
 
@@ -48,6 +49,9 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
             ).run(module.operation)
+            gmod = next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
+            allocs_to_private(gmod)
+            expand_absi(gmod)
             if profile.get("vector_buffers", True):
                 vectorize_buffers(next(op for op in module.body.operations
                                        if op.operation.name == "gpu.module").operation)
