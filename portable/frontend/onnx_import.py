@@ -1,0 +1,543 @@
+"""ONNX model -> MLIR text of linalg on tensors, in-process, through torch-mlir's ONNX importer.
+
+    text = onnx_to_mlir("model.onnx", input_shapes={"input": (8, 3, 224, 224)})
+
+Stages: load (path, bytes or onnx.ModelProto) -> check ops and dtypes -> pin shapes -> onnx shape inference
+-> `torch_mlir.extras.onnx_importer` -> `torch-onnx-to-torch-backend-pipeline` ->
+`torch-backend-to-linalg-on-tensors-backend-pipeline` -> check the result is within the compiler's contract.
+
+Dynamic dimensions: compile per shape. The compiler takes static tensors only (one plan, one buffer layout,
+grids fixed at compile time), so every dynamic dimension is pinned before import: to the shape the caller
+passes in `input_shapes`, else to the model's own dim_value, else 1 (a symbolic dim such as "batch" or
+"seq" gets the same value in every input that names it). Serving a new shape means a new compile; the
+compile cache (keyed by the MLIR text, which carries the shapes) makes a repeated shape free. Inputs whose
+*values* decide a shape (Reshape's shape, TopK's k, Slice's starts) can be folded into the model as
+constants with `input_values`; the graph is then specialized to those values too.
+
+Every failure is a PortableError naming the node, its op type and the reason: `UnsupportedOp` for ops,
+dtypes and types with no lowering, `CompileError` for a malformed model or a failing importer stage,
+`ShapeMismatch` for `input_shapes` that contradict the model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError, PortableError, ShapeMismatch, UnsupportedOp
+
+ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
+TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
+
+DEFAULT_DIM = 1  # what an unpinned dynamic dimension (batch, sequence length) becomes
+
+# torch-mlir's ONNX lowerings are registered from about opset 13 on (MaxPool from 12, for instance): older
+# models are first brought to UPGRADE_TO with onnx's version converter.
+MIN_OPSET, UPGRADE_TO = 13, 17
+
+# ONNX TensorProto element types the importer and the linalg pipeline carry through (onnx.TensorProto enum).
+# Strings, complex numbers, 4-bit and 8-bit floats stop here with a clear message.
+_IMPORTABLE = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+               10: "float16", 11: "float64", 16: "bfloat16"}
+
+# Dialects the compiler's contract allows in the module we hand it (frontend -> compiler).
+_CONTRACT_DIALECTS = {"builtin", "func", "linalg", "tensor", "arith", "math", "affine", "scf", "cf", "complex",
+                      "bufferization", "ub"}
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - the onnx extra is not installed
+        raise UnsupportedOp(f"ONNX models need the 'onnx' package ({e}): pip install 'portable[onnx]'") from e
+    return onnx
+
+
+def is_onnx(obj: Any) -> bool:
+    """True for what `onnx_to_mlir` takes: an onnx.ModelProto, bytes, or a path ending in .onnx."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return True
+    if isinstance(obj, Path) or (isinstance(obj, str) and "\n" not in obj and len(obj) < 4096):
+        return str(obj).lower().endswith(".onnx")
+    return type(obj).__name__ == "ModelProto" and hasattr(obj, "graph")
+
+
+# ---------------------------------------------------------------------------------------------- loading
+def load_model(model: Any):
+    """An onnx.ModelProto from a path, serialized bytes or a ModelProto (copied; the caller's is untouched)."""
+    onnx = _onnx()
+    from google.protobuf.message import DecodeError
+
+    if type(model).__name__ == "ModelProto":
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        return _check_loaded(m, "the ModelProto")
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            m = onnx.load_from_string(bytes(model))
+        except (DecodeError, ValueError, RuntimeError) as e:
+            raise CompileError(f"the bytes are not a valid ONNX model (truncated or not ONNX): {e}",
+                               stage="onnx-load") from e
+        return _check_loaded(m, "the bytes")
+    if isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        if not p.is_file():
+            raise CompileError(f"ONNX model {p} does not exist", stage="onnx-load")
+        try:
+            m = onnx.load(str(p))
+        except (DecodeError, ValueError, RuntimeError, OSError) as e:
+            raise CompileError(f"{p} is not a valid ONNX model (truncated or not ONNX): {e}", stage="onnx-load") from e
+        except Exception as e:  # external data missing, protobuf internals
+            raise CompileError(f"{p} could not be loaded: {type(e).__name__}: {e}", stage="onnx-load") from e
+        return _check_loaded(m, str(p))
+    raise UnsupportedOp(f"cannot import a {type(model).__name__} as ONNX: pass a path, bytes or an onnx.ModelProto")
+
+
+def _check_loaded(m, what: str):
+    # A truncated file often parses as a protobuf with a partial or empty graph: say so instead of importing it.
+    if not m.HasField("graph") or (len(m.graph.node) == 0 and len(m.graph.output) == 0):
+        raise CompileError(f"{what} holds no ONNX graph (empty, truncated or not an ONNX model)", stage="onnx-load")
+    if not m.opset_import:
+        raise CompileError(f"{what} has no opset_import: not a complete ONNX model", stage="onnx-load")
+    return m
+
+
+# ------------------------------------------------------------------------------------------- checking
+def _node_desc(node) -> str:
+    dom = f"{node.domain}:" if node.domain and node.domain != "ai.onnx" else ""
+    return f"node '{node.name}' (op {dom}{node.op_type})"
+
+
+def _name_nodes(graph, prefix: str = "") -> None:
+    """Give every node a unique name (node tests leave them empty) so diagnostics can point at it."""
+    seen: set[str] = set()
+    for i, n in enumerate(graph.node):
+        name = n.name or f"{prefix}{n.op_type}_{i}"
+        while name in seen:
+            name = f"{name}_{i}"
+        seen.add(name)
+        n.name = name
+        for a in n.attribute:
+            if a.g and a.g.node:
+                _name_nodes(a.g, f"{n.name}/")
+            for sub in a.graphs:
+                _name_nodes(sub, f"{n.name}/")
+
+
+def _iter_nodes(graph):
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            if a.g and a.g.node:
+                yield from _iter_nodes(a.g)
+            for sub in a.graphs:
+                yield from _iter_nodes(sub)
+
+
+# torch-mlir's ONNX->torch converters for these ops read every result the schema declares and crash
+# (segfault) on a node that omits trailing optional outputs: give them placeholder outputs, which are dead.
+_PAD_OUTPUTS = {"Unique": 4}
+
+
+def _pad_outputs(graph) -> None:
+    for n in _iter_nodes(graph):
+        want = _PAD_OUTPUTS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
+        if want:
+            while len(n.output) < want:
+                n.output.append(f"{n.name}__unused_{len(n.output)}")
+
+
+_LOWERED_DOMAINS = {""}  # ai.onnx; ai.onnx.ml and ai.onnx.preview.training ops have no torch-mlir lowering
+
+
+def _attr(node, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return a.s.decode() if a.type == a.STRING else a.i if a.type == a.INT else default
+    return default
+
+
+def _check_known_failures(m) -> None:
+    """Nodes that make torch-mlir's pipelines hang or abort the process (seen in the onnx node suite): refuse them
+    here, so a bad model raises instead of taking the caller's process down."""
+    shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
+              for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
+              if vi.type.tensor_type.HasField("shape")}
+    ranks = {k: len(v) for k, v in shapes.items()}
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        if n.op_type == "Pad" and _attr(n, "mode") == "wrap":
+            raise UnsupportedOp(f"{_node_desc(n)}: mode 'wrap' is not supported (torch-mlir's "
+                                f"torch-decompose-complex-ops does not terminate on it)")
+        if n.op_type == "Reshape" and any(0 in shapes.get(v, ()) for v in list(n.input[:1]) + list(n.output)):
+            raise UnsupportedOp(f"{_node_desc(n)}: reshaping a zero-element tensor is not supported (torch-mlir's "
+                                f"lowering divides by the zero dimension)")
+        if n.op_type == "Einsum" and any(ranks.get(i) == 0 for i in n.input):
+            raise UnsupportedOp(f"{_node_desc(n)}: Einsum over rank-0 operands is not supported (torch-mlir's "
+                                f"torch-decompose-complex-ops aborts on it)")
+
+
+def _check_inferred(m) -> None:
+    """Every value a node produces needs a known rank: torch-mlir's importer would take an unknown one for a
+    scalar and its converters then crash. Compile-per-shape needs the shapes anyway."""
+    known = {vi.name for vi in list(m.graph.value_info) + list(m.graph.output) + list(m.graph.input)
+             if vi.type.WhichOneof("value") != "tensor_type" or vi.type.tensor_type.HasField("shape")}
+    known |= {i.name for i in m.graph.initializer}
+    for n in m.graph.node:
+        for o in n.output:
+            if o and o not in known:
+                raise UnsupportedOp(f"{_node_desc(n)}: ONNX shape inference could not determine the shape of its "
+                                    f"output '{o}' (portable compiles per shape: every shape must be known)")
+
+
+def _check_ops(m) -> None:
+    """Unknown ops (no schema in any imported domain, no local function) are rejected by name up front."""
+    onnx = _onnx()
+    opsets = {(o.domain or ""): o.version for o in m.opset_import}
+    local = {(f.domain, f.name) for f in m.functions}
+    for n in _iter_nodes(m.graph):
+        dom = "" if n.domain in ("", "ai.onnx") else n.domain
+        if (n.domain, n.op_type) in local:
+            continue
+        if dom not in opsets:
+            raise UnsupportedOp(f"{_node_desc(n)}: its domain '{dom}' is not among the model's opset imports")
+        if not onnx.defs.has(n.op_type, dom):
+            raise UnsupportedOp(f"{_node_desc(n)}: unknown op: no ONNX schema for '{n.op_type}' in domain "
+                                f"'{dom or 'ai.onnx'}'")
+        if dom not in _LOWERED_DOMAINS:
+            raise UnsupportedOp(f"{_node_desc(n)}: ops of domain '{dom}' have no lowering (torch-mlir lowers the "
+                                f"default ONNX domain only)")
+
+
+def _dtype_name(elem_type: int) -> str:
+    onnx = _onnx()
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"#{elem_type}"
+
+
+def _check_value_type(vi, role: str, users: dict[str, list]) -> None:
+    t = vi.type
+    kind = t.WhichOneof("value")
+    who = users.get(vi.name, [])
+    where = f" (used by {_node_desc(who[0])})" if who else ""
+    if kind is None:
+        return
+    if kind != "tensor_type":
+        raise UnsupportedOp(f"{role} '{vi.name}'{where} is a {kind.replace('_type', '')}: only tensors are supported")
+    et = t.tensor_type.elem_type
+    if et not in _IMPORTABLE:
+        raise UnsupportedOp(f"{role} '{vi.name}'{where} has dtype {_dtype_name(et)}, which portable does not "
+                            f"support (supported: {', '.join(sorted(set(_IMPORTABLE.values())))})")
+
+
+def _check_dtypes(m) -> None:
+    """Graph inputs, outputs, initializers and every typed value must have a dtype we carry through."""
+    users: dict[str, list] = {}
+    for n in _iter_nodes(m.graph):
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    producers = {o: n for n in _iter_nodes(m.graph) for o in n.output}
+    for init in m.graph.initializer:
+        if init.data_type not in _IMPORTABLE:
+            who = users.get(init.name, [])
+            where = f" (used by {_node_desc(who[0])})" if who else ""
+            raise UnsupportedOp(f"initializer '{init.name}'{where} has dtype {_dtype_name(init.data_type)}, which "
+                                f"portable does not support")
+    for vi in m.graph.input:
+        _check_value_type(vi, "input", users)
+    for vi in m.graph.output:
+        _check_value_type(vi, "output", users)
+    for vi in m.graph.value_info:
+        p = producers.get(vi.name)
+        if p is not None and vi.type.WhichOneof("value") == "tensor_type" \
+                and vi.type.tensor_type.elem_type not in _IMPORTABLE:
+            raise UnsupportedOp(f"{_node_desc(p)} produces '{vi.name}' of dtype "
+                                f"{_dtype_name(vi.type.tensor_type.elem_type)}, which portable does not support")
+        if p is not None and vi.type.WhichOneof("value") not in (None, "tensor_type"):
+            kind = vi.type.WhichOneof("value").replace("_type", "")
+            raise UnsupportedOp(f"{_node_desc(p)} produces '{vi.name}', a {kind}: only tensors are supported")
+    for n in _iter_nodes(m.graph):
+        for a in n.attribute:
+            if a.type == a.TENSOR and a.t.data_type not in _IMPORTABLE:
+                raise UnsupportedOp(f"{_node_desc(n)}: attribute '{a.name}' is a tensor of dtype "
+                                    f"{_dtype_name(a.t.data_type)}, which portable does not support")
+
+
+# ---------------------------------------------------------------------------------------------- shapes
+def runtime_inputs(m) -> list:
+    """The graph inputs a caller feeds (initializers with the same name are weights, not inputs)."""
+    inits = {i.name for i in m.graph.initializer}
+    return [vi for vi in m.graph.input if vi.name not in inits]
+
+
+def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: dict[str, Any] | None = None) -> dict:
+    """Make every runtime input static in place (see the module docstring); returns {input name: shape}.
+
+    `input_values` turns those inputs into initializers (constants), so shapes computed from them fold.
+    """
+    onnx = _onnx()
+    from onnx import numpy_helper
+
+    input_shapes = dict(input_shapes or {})
+    input_values = dict(input_values or {})
+    names = [vi.name for vi in runtime_inputs(m)]
+    unknown = sorted(set(input_shapes) - set(names)) + sorted(set(input_values) - set(names))
+    if unknown:
+        raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
+                            f"{', '.join(map(repr, names)) or 'none'}")
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in runtime_inputs(m)}
+    for name, value in input_values.items():
+        arr = np.asarray(value)
+        if declared.get(name):  # a Python float or int takes the input's declared dtype
+            arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]), copy=False)
+        m.graph.initializer.append(numpy_helper.from_array(arr, name))
+        input_shapes[name] = arr.shape
+    symbols: dict[str, int] = {}
+    # Symbols bound by an explicit shape first, so "batch" pinned in one input pins it in all of them.
+    for vi in runtime_inputs(m):
+        if vi.name in input_shapes and vi.type.tensor_type.HasField("shape"):
+            dims = vi.type.tensor_type.shape.dim
+            if len(dims) == len(input_shapes[vi.name]):
+                for d, v in zip(dims, input_shapes[vi.name]):
+                    if d.dim_param and not d.HasField("dim_value"):
+                        symbols.setdefault(d.dim_param, int(v))
+    pinned: dict[str, tuple] = {}
+    for vi in runtime_inputs(m):
+        if vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        tt = vi.type.tensor_type
+        want = input_shapes.get(vi.name)
+        if want is not None:
+            want = tuple(int(x) for x in want)
+            if tt.HasField("shape"):
+                dims = tt.shape.dim
+                if len(dims) != len(want):
+                    raise ShapeMismatch(f"input '{vi.name}' has rank {len(dims)} in the model, got shape {want}")
+                for i, (d, v) in enumerate(zip(dims, want)):
+                    if d.HasField("dim_value") and d.dim_value != v:
+                        raise ShapeMismatch(f"input '{vi.name}' dimension {i} is {d.dim_value} in the model, "
+                                            f"got {v} (shape {want})")
+            shape = want
+        else:
+            if not tt.HasField("shape"):
+                raise UnsupportedOp(f"input '{vi.name}' has no shape (unknown rank): pass "
+                                    f"input_shapes={{'{vi.name}': (...)}}")
+            shape = tuple(d.dim_value if d.HasField("dim_value") else symbols.setdefault(d.dim_param, DEFAULT_DIM)
+                          if d.dim_param else DEFAULT_DIM for d in tt.shape.dim)
+        tt.ClearField("shape")
+        tt.shape.SetInParent()
+        for v in shape:
+            tt.shape.dim.add().dim_value = int(v)
+        pinned[vi.name] = shape
+    for name in input_values:
+        vi = next(v for v in m.graph.input if v.name == name)
+        m.graph.input.remove(vi)
+        pinned.pop(name, None)
+    # Stale intermediate shapes would contradict the pinned ones: inference computes them again. Outputs keep
+    # their declared shapes (and so their rank); inference replaces the symbolic dims in them.
+    del m.graph.value_info[:]
+    return pinned
+
+
+def upgrade_opset(m):
+    """The model converted to opset UPGRADE_TO when its default-domain opset is older than MIN_OPSET."""
+    onnx = _onnx()
+    ver = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+    if ver is None or ver >= MIN_OPSET:
+        return m
+    try:
+        return onnx.version_converter.convert_version(m, UPGRADE_TO)
+    except Exception as e:  # noqa: BLE001 - the converter lacks an adapter: import the model as it is
+        import warnings
+
+        warnings.warn(f"could not convert the model from opset {ver} to {UPGRADE_TO} ({e}); importing it as is",
+                      stacklevel=3)
+        return m
+
+
+def infer_shapes(m):
+    """onnx shape inference (strict, with data propagation so Shape -> Reshape chains fold to constants)."""
+    onnx = _onnx()
+    try:
+        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:  # InferenceError, ValidationError, or a C++ exception surfaced as RuntimeError
+        msg = str(e).strip()
+        node = re.search(r"node name: ([^)]*)\)|Name: ([^\s]+) OpType: (\S+)", msg)
+        hint = f" (at {node.group(0)})" if node else ""
+        raise CompileError(f"ONNX shape inference rejected the model{hint}: {msg}", stage="onnx-shape-inference") from e
+
+
+# ------------------------------------------------------------------------------------------- importing
+class _Nodes:
+    """Node name -> op type, to turn MLIR diagnostic locations back into ONNX nodes."""
+
+    def __init__(self, m):
+        self.ops = {n.name: (n.domain, n.op_type) for n in _iter_nodes(m.graph)}
+
+    def desc(self, name: str) -> str:
+        dom, op = self.ops.get(name, ("", "?"))
+        return f"node '{name}' (op {dom + ':' if dom and dom != 'ai.onnx' else ''}{op})"
+
+    def in_location(self, loc: str) -> str | None:
+        for s in re.findall(r'"((?:[^"\\]|\\.)*)"', loc):
+            if s in self.ops:
+                return s
+        return None
+
+
+def _diagnostics(e: Exception, nodes: _Nodes) -> tuple[str | None, str]:
+    """(first node named by a diagnostic, the diagnostics as text)."""
+    diags = getattr(e, "error_diagnostics", None) or []
+    node = None
+    lines = []
+    for d in diags:
+        loc = str(d.location)
+        n = nodes.in_location(loc)
+        node = node or n
+        lines.append(f"{nodes.desc(n) if n else loc}: {d.message}")
+        for note in d.notes:
+            nn = nodes.in_location(str(note.location))
+            node = node or nn
+            lines.append(f"  note: {note.message[:400]}")
+    text = "\n".join(lines) if lines else str(e)
+    return node, text
+
+
+_TORCH_PLUMBING = ("torch.constant.", "torch.prim.ListConstruct", "torch.vtensor.literal", "torch_c.")
+
+
+def _unlowered_torch_op(module, nodes: _Nodes, ir) -> tuple[str, str | None] | None:
+    """The first torch op left in `module` that is not a constant or list plumbing: (op name, ONNX node)."""
+    found: list[tuple[str, str | None]] = []
+
+    def visit(op):
+        name = op.name
+        if name.startswith("torch.") and not name.startswith(_TORCH_PLUMBING) and not found:
+            found.append((name, nodes.in_location(str(op.location))))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found[0] if found else None
+
+
+def _run_pipeline(module, pipeline: str, stage: str, nodes: _Nodes, ir, passmanager) -> None:
+    try:
+        passmanager.PassManager.parse(pipeline).run(module)
+    except ir.MLIRError as e:
+        node, text = _diagnostics(e, nodes)
+        legalize = re.search(r"failed to legalize operation '([^']+)'", text)
+        if legalize:
+            what = legalize.group(1)
+            if what == "torch.operator":
+                m = re.search(r'name = "onnx\.([\w.]+)"', text)
+                what = f"onnx.{m.group(1)}" if m else what
+            if what.startswith(_TORCH_PLUMBING) or what == "func.func" or not node:
+                # A constant or the function signature is only where the conversion stopped: the op it could
+                # not lower is still in the (partially converted) module, at its ONNX node's location.
+                stuck = _unlowered_torch_op(module, nodes, ir)
+                if stuck:
+                    what, node = stuck[0], stuck[1] or node
+            lead = f"{nodes.desc(node)}: " if node else ""
+            raise UnsupportedOp(f"{lead}torch-mlir has no lowering for '{what}' ({stage}):\n{text}") from e
+        if re.search(r"unimplemented|unsupported|not supported", text, re.I):
+            lead = f"{nodes.desc(node)}: " if node else ""
+            raise UnsupportedOp(f"{lead}{stage} cannot lower it:\n{text}") from e
+        lead = f" at {nodes.desc(node)}" if node else ""
+        raise CompileError(f"{stage} failed{lead}:\n{text}", stage=stage) from e
+
+
+def _leftover_ops(module, nodes: _Nodes, allowed, ir) -> None:
+    """After a pipeline, ops it should have removed mean an op it could not lower: name the ONNX node."""
+    bad: list[tuple[str, str]] = []
+
+    def visit(op):
+        name = op.name
+        if not allowed(name):
+            detail = name
+            if name == "torch.operator":
+                detail = "onnx." + str(op.attributes["name"]).strip('"').removeprefix("onnx.")
+            bad.append((detail, str(op.location)))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    bad.sort(key=lambda b: b[0].endswith(".yield"))  # name the op, not its region terminator
+    if bad:
+        detail, loc = bad[0]
+        n = nodes.in_location(loc)
+        where = nodes.desc(n) if n else f"location {loc}"
+        more = f" (and {len(bad) - 1} more op(s): {', '.join(sorted({b[0] for b in bad[1:]}))})" if len(bad) > 1 else ""
+        raise UnsupportedOp(f"{where}: '{detail}' has no lowering to linalg on tensors{more}")
+
+
+def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
+                 input_values: dict[str, Any] | None = None) -> str:
+    """MLIR text (linalg on tensors, static shapes) for an ONNX model: a path, bytes or an onnx.ModelProto.
+
+    `input_shapes` pins dynamic dimensions (default: the model's own, symbolic ones 1); `input_values` folds
+    inputs into constants (for shape-determining inputs). Raises UnsupportedOp / CompileError / ShapeMismatch.
+    """
+    m = load_model(model)
+    _name_nodes(m.graph)
+    _check_ops(m)
+    _pad_outputs(m.graph)
+    _check_dtypes(m)
+    pin_shapes(m, input_shapes, input_values)
+    m = infer_shapes(upgrade_opset(m))
+    _check_dtypes(m)  # inference may reveal intermediate values of unsupported dtypes
+    _check_inferred(m)
+    _check_known_failures(m)
+    nodes = _Nodes(m)
+    from ..compiler.mlir import ir, onnx_importer, passmanager, torch_dialect
+
+    importer = onnx_importer()
+    ctx = ir.Context()
+    torch_dialect.register_dialect(ctx)
+    with ctx:
+        try:
+            info = importer.ModelInfo(m)
+            module = info.create_module(context=ctx).operation
+            importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        except importer.OnnxImportError as e:
+            raise UnsupportedOp(f"torch-mlir's ONNX importer cannot import the model: {e}") from e
+        except ir.MLIRError as e:
+            node, text = _diagnostics(e, nodes)
+            raise CompileError(f"ONNX import failed{' at ' + nodes.desc(node) if node else ''}: {text}",
+                               stage="onnx-import") from e
+        except PortableError:
+            raise
+        except Exception as e:  # the importer asserts and indexes freely; never let that escape as a crash
+            raise CompileError(f"ONNX import failed: {type(e).__name__}: {e}", stage="onnx-import") from e
+        _run_pipeline(module, ONNX_TO_TORCH, "torch-onnx-to-torch-backend-pipeline", nodes, ir, passmanager)
+        _leftover_ops(module, nodes, lambda n: n != "torch.operator", ir)
+        _run_pipeline(module, TORCH_TO_LINALG, "torch-backend-to-linalg-on-tensors-backend-pipeline", nodes,
+                      ir, passmanager)
+        _leftover_ops(module, nodes, lambda n: n.split(".")[0] in _CONTRACT_DIALECTS, ir)
+        _check_static_signature(module, m)
+        return str(module)
+
+
+def _check_static_signature(module, m) -> None:
+    from ..compiler.mlir import ir
+
+    funcs = [op for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    if len(funcs) != 1:
+        raise CompileError(f"the imported module has {len(funcs)} functions, expected one", stage="onnx-import")
+    ftype = ir.FunctionType(ir.TypeAttr(funcs[0].attributes["function_type"]).value)
+    for kind, types, vis in (("input", ftype.inputs, runtime_inputs(m)), ("output", ftype.results, m.graph.output)):
+        for i, t in enumerate(types):
+            if not (isinstance(t, ir.RankedTensorType) or ir.RankedTensorType.isinstance(t)) \
+                    or not ir.RankedTensorType(t).has_static_shape:
+                name = vis[i].name if i < len(vis) else f"#{i}"
+                raise UnsupportedOp(f"{kind} '{name}' has type {t} after import: its shape depends on input values "
+                                    f"(data-dependent shape); portable compiles per shape, so pass the "
+                                    f"shape-determining inputs in input_values= to fold them")
+
+
+__all__ = ["onnx_to_mlir", "load_model", "pin_shapes", "infer_shapes", "is_onnx", "runtime_inputs"]

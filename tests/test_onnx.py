@@ -1,0 +1,269 @@
+"""ONNX frontend: small models built with onnx.helper, run on every device and checked against onnx's own
+reference evaluator; bad models raise the specific PortableError; the conformance runner end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the ONNX frontend needs the 'onnx' package (pip install 'portable[onnx]')")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import portable  # noqa: E402
+from portable.errors import CompileError, ShapeMismatch, UnsupportedOp  # noqa: E402
+from portable.frontend.onnx_import import onnx_to_mlir  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=18):
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def vi(name, shape, dtype=T.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def check(m, feeds, device, rtol=1e-4, atol=1e-5):
+    refs = ReferenceEvaluator(m).run(None, feeds)
+    outs = portable.run(m, *feeds.values(), device=device)
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape and o.dtype == r.dtype, (o.shape, r.shape, o.dtype, r.dtype)
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
+
+
+def test_gemm_relu(device):
+    w, b = rand(16, 8), rand(8)
+    m = model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=0, alpha=0.5),
+               helper.make_node("Relu", ["h"], ["y"])],
+              [vi("x", [5, 16])], [vi("y", [5, 8])], [("w", w), ("b", b)])
+    check(m, {"x": rand(5, 16)}, device)
+
+
+def test_conv_add(device):
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+               helper.make_node("Add", ["c", "b"], ["y"])],
+              [vi("x", [1, 3, 8, 8])], [vi("y", [1, 4, 8, 8])], [("w", rand(4, 3, 3, 3)), ("b", rand(1, 4, 1, 1))])
+    check(m, {"x": rand(1, 3, 8, 8)}, device)
+
+
+def test_softmax(device):
+    m = model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [vi("x", [6, 33])], [vi("y", [6, 33])])
+    check(m, {"x": rand(6, 33)}, device)
+
+
+def test_matmul_add_dynamic_batch(device):
+    """Compile per shape: the symbolic batch dim is pinned by input_shapes (and defaults to 1)."""
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+              [vi("x", ["batch", 12])], [vi("y", ["batch", 7])], [("w", rand(12, 7)), ("b", rand(7))])
+    assert "tensor<1x12xf32>" in onnx_to_mlir(m)
+    text = onnx_to_mlir(m, {"x": (4, 12)})
+    assert "tensor<4x12xf32>" in text and "?" not in text.split("{")[0]
+    x = rand(4, 12)
+    (out,) = portable.run(text, x, device=device)
+    (ref,) = ReferenceEvaluator(m).run(None, {"x": x})
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean"])
+def test_reductions(device, op):
+    axes = np.array([1], dtype=np.int64)
+    m = model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)],
+              [vi("x", [4, 9, 5])], [vi("y", [4, 5])], [("axes", axes)])
+    check(m, {"x": rand(4, 9, 5)}, device)
+
+
+def test_path_bytes_and_modelproto(tmp_path, device):
+    m = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", [3, 5])], [vi("y", [3, 5])])
+    p = tmp_path / "abs.onnx"
+    onnx.save(m, str(p))
+    x = rand(3, 5)
+    for given in (str(p), p, m.SerializeToString(), m):
+        (out,) = portable.run(given, x, device=device)
+        np.testing.assert_array_equal(out, np.abs(x))
+
+
+# ------------------------------------------------------------------------------------------- bad input
+def _relu_model():
+    return model([helper.make_node("Relu", ["x"], ["y"], name="r0")], [vi("x", [3, 4])], [vi("y", [3, 4])])
+
+
+def test_truncated_file(tmp_path):
+    data = _relu_model().SerializeToString()
+    p = tmp_path / "cut.onnx"
+    p.write_bytes(data[: len(data) // 3])
+    with pytest.raises(CompileError, match="not a valid ONNX model|no ONNX graph"):
+        onnx_to_mlir(p)
+    with pytest.raises(CompileError, match="not a valid ONNX model|no ONNX graph"):
+        portable.compile(b"\x08\x07garbage", device="vulkan:0")
+    with pytest.raises(CompileError, match="does not exist"):
+        onnx_to_mlir(tmp_path / "missing.onnx")
+
+
+def test_unknown_op_names_node():
+    m = model([helper.make_node("Relu", ["x"], ["h"], name="first"),
+               helper.make_node("FrobnicateAll", ["h"], ["y"], name="the_bad_one")],
+              [vi("x", [3, 4])], [vi("y", [3, 4])])
+    with pytest.raises(UnsupportedOp, match=r"node 'the_bad_one' \(op FrobnicateAll\).*unknown op"):
+        onnx_to_mlir(m)
+
+
+def test_op_without_lowering_names_node():
+    m = model([helper.make_node("STFT", ["x", "step"], ["y"])], [vi("x", [1, 16, 1])], [vi("y", None)],
+              [("step", np.array(4, dtype=np.int64))], opset=17)
+    with pytest.raises(UnsupportedOp, match=r"node 'STFT_0' \(op STFT\)"):
+        onnx_to_mlir(m)
+
+
+def test_known_importer_hang_is_refused():
+    """Pad mode=wrap makes torch-mlir's pipeline loop forever: refused up front, by node."""
+    m = model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap", name="wrapper")], [vi("x", [3, 4])],
+              [vi("y", [3, 6])], [("pads", np.array([0, 1, 0, 1], np.int64))])
+    with pytest.raises(UnsupportedOp, match=r"node 'wrapper' \(op Pad\): mode 'wrap'"):
+        onnx_to_mlir(m)
+
+
+def test_unsupported_dtype():
+    m = model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", [3], T.STRING)], [vi("y", [3], T.STRING)])
+    with pytest.raises(UnsupportedOp, match=r"input 'x'.*Identity.*dtype STRING"):
+        onnx_to_mlir(m)
+    m = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", [3], T.COMPLEX64)], [vi("y", [3], T.COMPLEX64)])
+    with pytest.raises(UnsupportedOp, match="COMPLEX64"):
+        onnx_to_mlir(m)
+
+
+def test_bad_input_shapes():
+    with pytest.raises(ShapeMismatch, match="rank 2"):
+        onnx_to_mlir(_relu_model(), {"x": (3, 4, 5)})
+    with pytest.raises(ShapeMismatch, match="dimension 1 is 4"):
+        onnx_to_mlir(_relu_model(), {"x": (3, 5)})
+    with pytest.raises(ShapeMismatch, match="no input"):
+        onnx_to_mlir(_relu_model(), {"nope": (3, 4)})
+
+
+def test_inconsistent_model_names_node():
+    m = model([helper.make_node("Add", ["x", "z"], ["y"], name="adder")], [vi("x", [3, 4]), vi("z", [5, 7])],
+              [vi("y", None)])
+    with pytest.raises(CompileError, match="adder"):
+        onnx_to_mlir(m)
+
+
+# ------------------------------------------------------------------------------------------- conformance
+@pytest.fixture(scope="module")
+def node_cases(tmp_path_factory):
+    """A few of onnx's own node cases, generated for this test only (not the whole ~1,900)."""
+    from portable.conformance.cases import write_node_cases
+
+    root = tmp_path_factory.mktemp("node-cases")
+    names = write_node_cases(root, ["relu", "stft"])
+    # A uint16 Add (dtype portable does not take) from onnx's Add cases, written by hand to stay fast.
+    x = np.arange(6, dtype=np.uint16).reshape(2, 3)
+    m = model([helper.make_node("Add", ["x", "y"], ["s"])], [vi("x", [2, 3], T.UINT16), vi("y", [2, 3], T.UINT16)],
+              [vi("s", [2, 3], T.UINT16)])
+    d = root / "test_add_uint16"
+    (d / "test_data_set_0").mkdir(parents=True)
+    onnx.save(m, str(d / "model.onnx"))
+    for i, a in enumerate([x, x]):
+        (d / "test_data_set_0" / f"input_{i}.pb").write_bytes(numpy_helper.from_array(a).SerializeToString())
+    (d / "test_data_set_0" / "output_0.pb").write_bytes(numpy_helper.from_array(x + x).SerializeToString())
+    return root, names + ["test_add_uint16"]
+
+
+def _conformance(*argv) -> int:
+    from portable.conformance.cli import add_parser
+
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers(dest="cmd"))
+    args = p.parse_args(["conformance", *argv])
+    return args.fn(args)
+
+
+def test_conformance_runner(node_cases, tmp_path):
+    from conftest import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("no device")
+    root, names = node_cases
+    assert "test_relu" in names and "test_stft" in names
+    out = tmp_path / "results"
+    devs = ",".join(AVAILABLE)
+    assert _conformance("--suite", str(root), "--filter", "^test_(relu|stft|add_uint16)$", "--device", devs,
+                        "--out", str(out), "--jobs", "2", "--no-progress") == 0
+    data = json.loads((out / "results.json").read_text())
+    res = data["results"]
+    assert set(res) == {"test_relu", "test_stft", "test_add_uint16"}
+    for dev in AVAILABLE:
+        assert res["test_relu"][dev]["status"] == "pass", res["test_relu"][dev]
+        assert res["test_add_uint16"][dev]["status"] == "unsupported"
+        assert res["test_add_uint16"][dev]["reason"] == "dtype"
+        assert res["test_stft"][dev]["status"] == "unsupported"
+        assert "STFT" in res["test_stft"][dev]["message"]
+    assert data["cases"]["test_relu"]["op"] == "Relu"
+    md = (out / "results.md").read_text()
+    assert "| Relu |" in md and "| test_relu | Relu | pass" in md
+    html = (out / "results.html").read_text()
+    assert "<table>" in html and "test_stft" in html
+    assert (out / "FAILURES.md").exists()
+    # --resume: nothing left to do, results kept.
+    before = (out / "results.json").read_text()
+    assert _conformance("--suite", str(root), "--filter", "^test_(relu|stft|add_uint16)$", "--device", devs,
+                        "--out", str(out), "--resume", "--no-progress") == 0
+    after = json.loads((out / "results.json").read_text())
+    assert after["results"] == json.loads(before)["results"]
+
+
+def test_conformance_timeout_is_isolated(node_cases, tmp_path):
+    """A case that exceeds its time is killed with its worker; the run still finishes and records an error."""
+    from portable.conformance import cases, runner
+
+    root, _ = node_cases
+    sel = cases.discover((str(root),), "^test_relu$")
+    res = runner.Results(tmp_path / "r.json")
+    runner.run(sel, ["vulkan:0"], res, timeout_s=0.01, progress=False)
+    rec = res.data["results"]["test_relu"]["vulkan:0"]
+    assert rec["status"] == "error" and rec["stage"] == "timeout", rec
+
+
+def test_profile_assumptions():
+    """--profile runs a kernel on a local device only where the profile's assumptions hold there."""
+    from types import SimpleNamespace
+
+    from portable.backend import DeviceInfo
+    from portable.conformance.execute import assumptions_fail, spirv_target_env
+    from portable.executable import Kernel
+
+    info = DeviceInfo("vulkan", 0, "small", "drv", "1", 0, 0, "gpu",
+                      limits={"max_workgroup_invocations": 128, "max_workgroup_size": (128, 128, 64), "int64": False})
+    exe = SimpleNamespace(kernels=[Kernel("k", (256, 1, 1), 2, spirv=b"")])
+    why = assumptions_fail(exe, {"limits": {}}, {}, info)
+    assert why and "256" in why[0]
+    exe = SimpleNamespace(kernels=[Kernel("k", (64, 1, 1), 2, spirv=b"")])
+    assert assumptions_fail(exe, {"limits": {}}, {}, info) == []
+    assert spirv_target_env({"spirv_version": "v1.5"}) == "vulkan1.2"
+    assert spirv_target_env({"spirv_version": "v1.3"}) == "vulkan1.1"
+
+
+def test_compare_outputs():
+    from portable.conformance.compare import compare_outputs
+
+    a = np.array([1.0, 2.0, np.nan], np.float32)
+    assert compare_outputs([a], [a.copy()], 1e-3, 1e-7)["status"] == "pass"
+    r = compare_outputs([a + 1], [a], 1e-3, 1e-7)
+    assert r["status"] == "fail" and r["max_abs"] == 1.0 and "elements off" in r["message"]
+    i = np.array([[1, 2], [3, 4]], np.int8)
+    r = compare_outputs([i + 1], [i], 1e-3, 1e-7)
+    assert r["status"] == "fail" and "first at (0, 0)" in r["message"]
+    assert compare_outputs([i], [i], 0, 0)["status"] == "pass"
+    assert "shape" in compare_outputs([i.T[:1]], [i], 0, 0)["message"]
+    assert "dtype" in compare_outputs([i.astype(np.int32)], [i], 0, 0)["message"]
