@@ -1,4 +1,4 @@
-"""`portable devices`, `demo`, `compile` and `bench`."""
+"""`portable devices`, `demo`, `compile`, `bench` and `conformance`."""
 
 from __future__ import annotations
 
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     from .bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub)
+    from .conformance.cli import add_parser as add_conformance_parser
+
+    add_conformance_parser(sub)
     args = p.parse_args(argv)
     from .errors import PortableError
 
