@@ -77,6 +77,9 @@ def body_op_names(op: ir.Operation) -> list[str]:
     return [o.name for o in op.regions[0].blocks[0].operations]
 
 
+_WIDENING = {"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp"}
+
+
 def classify(op: ir.Operation) -> OpKind:
     its = iterator_types(op)
     ranges = loop_ranges(op) or []
@@ -94,8 +97,9 @@ def classify(op: ir.Operation) -> OpKind:
         non_dim = any(not isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results)
         if has_mul and nin == 2 and non_dim:
             kind = "conv"
-        elif has_mul and nin == 2 and its.count("reduction") == 1 and len(body) <= 3:
-            kind = "matmul"
+        elif has_mul and nin == 2 and its.count("reduction") == 1 and \
+                len([n for n in body if n not in _WIDENING]) <= 3:
+            kind = "matmul"  # mul + add + yield, with operand widening (f16 in, f32 accumulate) allowed
         else:
             kind = "reduction"
     return OpKind(kind, tuple(ranges), tuple(its))

@@ -135,6 +135,7 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             # is invariant and becomes a register iter_arg.
             emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
             emit("      transform.apply_patterns.vector.reduction_to_contract")
+            emit("      transform.apply_patterns.vector.fold_arith_extension")
             emit("      transform.apply_patterns.canonicalization")
             emit(f"    }} : {any_op}")
             emit(f"    transform.apply_licm to %kl{k} : {any_op}")
