@@ -4,21 +4,16 @@ variables; left as allocs they would be read as storage buffers, which SPIR-V ca
 
 from __future__ import annotations
 
+from ..compiler.ir_util import find_ops
 from ..compiler.mlir import ir, memref
 
 
 def allocs_to_private(gpu_module: ir.Operation) -> None:
-    found = []
+    def private(op):
+        t = ir.MemRefType(op.results[0].type)
+        return t.has_static_shape and t.memory_space is None
 
-    def visit(op):
-        if op.name == "memref.alloc":
-            t = ir.MemRefType(op.results[0].type)
-            if t.has_static_shape and t.memory_space is None:
-                found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    gpu_module.walk(visit)
-    for op in found:
+    for op in find_ops(gpu_module, ("memref.alloc",), private):
         t = ir.MemRefType(op.results[0].type)
         private = ir.MemRefType.get(list(t.shape), t.element_type,
                                     memory_space=ir.Attribute.parse("#spirv.storage_class<Function>"))
@@ -32,15 +27,7 @@ def expand_absi(gpu_module: ir.Operation) -> None:
     """math.absi -> select(x < 0, 0 - x, x): math-to-spirv has no pattern for 64-bit or vector absi."""
     from ..compiler.mlir import arith
 
-    found = []
-
-    def visit(op):
-        if op.name == "math.absi":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    gpu_module.walk(visit)
-    for op in found:
+    for op in find_ops(gpu_module, ("math.absi",)):
         x = op.operands[0]
         with ir.InsertionPoint(op), op.location:
             zero = arith.ConstantOp(x.type, ir.DenseElementsAttr.get_splat(x.type, ir.IntegerAttr.get(

@@ -11,6 +11,7 @@ of a vector other threads may be writing); scalar loads become a vector load plu
 
 from __future__ import annotations
 
+from ..compiler.ir_util import find_ops
 from ..compiler.mlir import arith, ir, memref, vector
 
 WIDTH = 4
@@ -56,15 +57,7 @@ _VEC = ("vector.transfer_read", "vector.transfer_write")
 
 
 def _accesses(fn: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name in _VEC + ("memref.load", "memref.store"):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    return found
+    return find_ops(fn, _VEC + ("memref.load", "memref.store"))
 
 
 def _mem_and_indices(op: ir.Operation) -> tuple[ir.Value, list[ir.Value]]:

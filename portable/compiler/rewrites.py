@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
+from .ir_util import find_ops
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
@@ -206,15 +207,7 @@ def extract_slice_to_generic(op: ir.Operation) -> None:
 def _drop_asserts(func_op: ir.Operation) -> None:
     """cf.assert (shape checks the ONNX importer leaves behind) has no GPU lowering; shapes are static and
     checked on the host before a run, so the asserts are dropped."""
-    asserts = []
-
-    def visit(op):
-        if op.name == "cf.assert":
-            asserts.append(op)
-        return ir.WalkResult.ADVANCE
-
-    func_op.walk(visit)
-    for a in asserts:
+    for a in find_ops(func_op, ("cf.assert",)):
         a.erase()
 
 
@@ -242,14 +235,7 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> None:
         for fn in gm.regions[0].blocks[0].operations:
             if fn.operation.name != "gpu.func":
                 continue
-            allocs = []
-
-            def visit(op):
-                if op.name == "memref.alloc" and "workgroup" in str(op.results[0].type):
-                    allocs.append(op)
-                return ir.WalkResult.ADVANCE
-
-            fn.operation.walk(visit)
+            allocs = find_ops(fn.operation, ("memref.alloc",), lambda op: "workgroup" in str(op.results[0].type))
             if not allocs:
                 continue
             if "private_attributions" in fn.attributes:
