@@ -46,3 +46,15 @@ def test_matmul_thread_tiles(device, tmp_path, tile):
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 128), (128,))]
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_split_k_gemv_with_epilogue(device, tmp_path):
+    """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
+    g = portable.Graph()
+    x, w, b = g.input((1, 1000)), g.input((1000, 300)), g.input((300,))
+    g.output(g.relu(g.add(g.matmul(x, w), b)))
+    exe, loaded = _compile_and_load(g, device, tmp_path, reduction_threads=64)
+    assert [k.workgroup_size for k in exe.kernels] == [(64, 1, 1)]
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 1000), (1000, 300), (300,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)

@@ -132,8 +132,13 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> in
     profile asks for it (GPUs; on CPU drivers barriers cost more than they save), the root reduces one
     innermost loop long enough to share, and the grid of one workgroup per output fits the device."""
     t = int(profile.get("reduction_threads", 0))
-    if not t or root is None or root.kind != "reduction":
+    if not t or root is None or root.kind not in ("reduction", "matmul"):
         return 0
+    outputs = 1
+    for r, it in zip(root.ranges, root.iterators):
+        outputs *= r if it == "parallel" else 1
+    if root.kind == "matmul" and outputs > int(profile.get("split_k_max_outputs", 8192)):
+        return 0  # a matrix-vector product (decode) has too few outputs to fill the GPU: split its K loop
     if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
         return 0
     if root.ranges[-1] < 2 * t:
