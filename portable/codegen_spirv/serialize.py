@@ -66,6 +66,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
+        _pin_version(module, profile.get("spirv_version", "v1.3"))
         if profile.get("spirv_decorations", True):
             _decorate_buffers(module, access)
         if dump:
@@ -84,6 +85,17 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
         objects = ir.ArrayAttr(binary.attributes["objects"])
         return bytes(gpu.ObjectAttr(objects[0]).object)
+
+
+def _pin_version(module: ir.Module, version: str) -> None:
+    """spirv-update-vce picks the lowest version the ops need, but lowering already used features of the
+    target version (e.g. NoSignedWrap decorations, core in 1.4): keep the target's version in the header."""
+    import re
+
+    for spv in module.body.operations:
+        if spv.operation.name == "spirv.module" and "vce_triple" in spv.attributes:
+            vce = str(spv.attributes["vce_triple"])
+            spv.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"v1\.\d", version, vce, count=1))
 
 
 def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:

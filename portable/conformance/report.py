@@ -198,6 +198,8 @@ def cause(rec: dict) -> str:
     pick = next((ln for ln in lines if re.search(r"error:|failed|not supported|unsupported|unknown|cannot|invalid",
                                                   ln, re.I) and "Failure while executing pass pipeline" not in ln),
                 lines[0] if lines else "")
+    if pick.endswith(":") and pick in lines and lines.index(pick) + 1 < len(lines):
+        pick = f"{pick} {lines[lines.index(pick) + 1]}"  # "X failed at node N:" says little without the next line
     if "Fatal Python error" in msg:
         pick = next((ln for ln in lines if "Fatal Python error" in ln), pick)
     gpu_func = re.search(r"failed to legalize operation 'gpu.func'.*?function_type = \(([^)]*)\)", msg)
