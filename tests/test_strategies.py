@@ -58,3 +58,15 @@ def test_split_k_gemv_with_epilogue(device, tmp_path):
     rng = np.random.default_rng(5)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 1000), (1000, 300), (300,))]
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("im2col", [0, 64 << 20])
+def test_conv_direct_and_im2col(device, tmp_path, im2col):
+    """Both convolution paths: direct loops, and patches gathered into a matrix for the matmul path."""
+    g = portable.Graph()
+    x, w = g.input((2, 17, 15, 16)), g.input((3, 3, 16, 32))
+    g.output(g.relu(g.conv2d(x, w, padding=(1, 1), stride=(2, 1))))
+    _, loaded = _compile_and_load(g, device, tmp_path, im2col_max_bytes=im2col)
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((2, 17, 15, 16)).astype(np.float32), rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)

@@ -81,6 +81,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         fn = public_func(module)
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
+        if profile.get("im2col_max_bytes", 0):
+            rewrites.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         groups = dispatch.form_groups(public_func(module))
