@@ -71,6 +71,7 @@ class OpKind:
     kind: str
     ranges: tuple[int, ...]
     iterators: tuple[str, ...]
+    gathers: bool = False  # the body reads other tensors with tensor.extract (no vectorization for these)
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -102,4 +103,4 @@ def classify(op: ir.Operation) -> OpKind:
             kind = "matmul"  # mul + add + yield, with operand widening (f16 in, f32 accumulate) allowed
         else:
             kind = "reduction"
-    return OpKind(kind, tuple(ranges), tuple(its))
+    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op))

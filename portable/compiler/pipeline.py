@@ -89,7 +89,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         strategies = []
         for g in groups:
             t = classify(g.target)
-            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators), profile, g.kind))
+            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind))
         dump("dispatch", str(module))
         script = transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups])
         dump("transform-script", script)

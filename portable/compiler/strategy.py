@@ -118,7 +118,7 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
     innermost per-thread extent is a vector width the targets have (2 or 4; SPIR-V has no wider vectors
     without the Vector16 capability)."""
-    if not profile.get("vectorize", False) or kind.kind != "elementwise":
+    if not profile.get("vectorize", False) or kind.kind != "elementwise" or kind.gathers:
         return False
     if any(it != "parallel" for it in kind.iterators) or any(t == 0 for t in tile):
         return False  # loops left whole inside a thread would become huge vectors
