@@ -191,17 +191,10 @@ class Package:
 
 
 def _matches(match: dict, info: DeviceInfo) -> bool:
-    """The rule of portable.profiles.match for one profile (kept here so hosts without devices/ can use it)."""
-    def as_list(v: Any) -> list:
-        return v if isinstance(v, list) else [v]
+    """The rule of portable.profiles.match for one profile, from the rules the package carries."""
+    from .profiles import match_score
 
-    if not match or not any(k in match for k in ("vendor_id", "driver")):
-        return False
-    if match.get("api") and info.api not in as_list(match["api"]):
-        return False
-    vendor_ok = "vendor_id" in match and info.vendor_id in as_list(match["vendor_id"])
-    driver_ok = "driver" in match and any(d.lower() in info.driver.lower() for d in as_list(match["driver"]))
-    return vendor_ok or driver_ok
+    return match_score(match, info) is not None
 
 
 def is_package(path: str | Path) -> bool:

@@ -29,19 +29,43 @@ def _as_list(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
+def _device_name_score(m: dict, name: str) -> int | None:
+    """How specifically `m` names the device: the length of its longest `device_name` substring found in `name`
+    (case-insensitive), 0 when the profile gives no `device_name`, None when it gives some and none is found."""
+    if "device_name" not in m:
+        return 0
+    hits = [len(s) for s in _as_list(m["device_name"]) if s.lower() in name.lower()]
+    return max(hits) if hits else None
+
+
+def match_score(m: dict, info: DeviceInfo) -> int | None:
+    """How well one profile's [match] rules fit `info` (higher is more specific), None when they do not.
+    Shared with portable.package, which matches targets on hosts that have no devices/ folder."""
+    if not m:
+        return None
+    if "api" in m and info.api not in _as_list(m["api"]):
+        return None
+    vendor_ok = "vendor_id" in m and info.vendor_id in _as_list(m["vendor_id"])
+    driver_ok = "driver" in m and any(d.lower() in info.driver.lower() for d in _as_list(m["driver"]))
+    if not (vendor_ok or driver_ok):
+        return None
+    return _device_name_score(m, info.name)
+
+
 def match(info: DeviceInfo) -> dict:
-    """The profile for a live device: all given match keys must agree; unknown hardware gets 'generic'."""
-    for name, prof in all_profiles().items():
-        m = prof.get("match", {})
-        if not m:
-            continue
-        if "api" in m and info.api not in _as_list(m["api"]):
-            continue
-        vendor_ok = "vendor_id" in m and info.vendor_id in _as_list(m["vendor_id"])
-        driver_ok = "driver" in m and any(d.lower() in info.driver.lower() for d in _as_list(m["driver"]))
-        if vendor_ok or driver_ok:
-            return prof
-    return all_profiles()["generic"]
+    """The profile for a live device: all given match keys must agree; unknown hardware gets 'generic'.
+
+    `api` must list the device's API; `vendor_id` or `driver` (a substring of the driver name) must agree; and where
+    a profile gives `device_name` (substrings of the device name; families of one vendor are told apart by it), one
+    of them must occur in the name. Several profiles can agree when one name extends another ("Mali-G71" is in
+    "Mali-G710"): the longest `device_name` found wins, and among equals (profiles without `device_name`) the first.
+    """
+    best, best_score = None, -1
+    for prof in all_profiles().values():
+        score = match_score(prof.get("match", {}), info)
+        if score is not None and score > best_score:
+            best, best_score = prof, score
+    return best if best is not None else all_profiles()["generic"]
 
 
 def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:

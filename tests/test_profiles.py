@@ -1,0 +1,283 @@
+"""Device profiles (devices/*.toml): every file loads with the sections the compiler and runtime read, real
+devices of every family are matched to the right profile (unknown hardware to 'generic'), and every profile's
+codegen options compile a matmul+bias+relu and a softmax into SPIR-V that spirv-val accepts under the Vulkan
+environment of the profile's SPIR-V version, plus OpenCL C. No device is needed."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+import numpy as np
+import pytest
+
+from portable import profiles
+from portable.backend import DeviceInfo
+
+FAMILIES = ("amd-rdna2", "amd-rdna3", "arm-mali-valhall", "arm-mali-bifrost", "qualcomm-adreno-6xx",
+            "qualcomm-adreno-7xx", "intel-xe")
+ALL = tuple(sorted(profiles.all_profiles()))
+# Types of the [limits] and [codegen] keys the compiler, runtime and conformance tools read (other keys may be
+# added by other parts of the project; these must keep their types).
+INT, BOOL, STR = int, bool, str
+LIMIT_TYPES = {"subgroup_size": INT, "shared_memory_bytes": INT, "max_workgroup_invocations": INT,
+               "max_storage_buffer_range": INT, "max_buffer_bytes": INT, "preferred_vector_width": INT,
+               "fp16": BOOL, "int8": BOOL, "int64": BOOL, "storage_buffer_16bit": BOOL,
+               "storage_buffer_8bit": BOOL, "cooperative_matrix": BOOL}
+CODEGEN_TYPES = {"workgroup_invocations": INT, "matmul_workgroup_invocations": INT, "elementwise_per_thread": INT,
+                 "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR}
+MATCH_KEYS = {"api", "vendor_id", "driver", "device_name"}
+# SPIR-V version -> the spirv-val environment of the Vulkan version that first requires accepting it.
+TARGET_ENV = {"v1.0": "vulkan1.0", "v1.3": "vulkan1.1", "v1.5": "vulkan1.2", "v1.6": "vulkan1.3"}
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+def test_every_file_loads_with_its_sections():
+    files = sorted(profiles.PROFILE_DIR.glob("*.toml"))
+    assert {p.stem for p in files} >= set(FAMILIES) | {"generic", "lavapipe", "pocl", "nvidia"}
+    for p in files:
+        with open(p, "rb") as f:
+            prof = tomllib.load(f)
+        assert prof.get("name") == p.stem, f"{p.name}: name must equal the file name"
+        assert isinstance(prof.get("description"), str) and prof["description"]
+        for section in ("match", "limits", "codegen"):
+            assert isinstance(prof.get(section), dict), f"{p.name}: no [{section}]"
+        # profiles.match ignores keys it does not know: a misspelt one would silently widen the match.
+        assert set(prof["match"]) <= MATCH_KEYS, f"{p.name}: unknown match keys {set(prof['match']) - MATCH_KEYS}"
+        for section, types in (("limits", LIMIT_TYPES), ("codegen", CODEGEN_TYPES)):
+            for key, typ in types.items():
+                if key in prof[section]:
+                    v = prof[section][key]
+                    assert isinstance(v, typ) and (typ is not INT or not isinstance(v, bool)), f"{p.name}: {key}"
+        for key in ("subgroup_sizes", "max_workgroup_count"):
+            assert all(isinstance(v, int) for v in prof["limits"].get(key, [])), f"{p.name}: {key}"
+        for key in ("spirv_caps", "spirv_exts"):
+            assert all(isinstance(v, str) for v in prof["codegen"].get(key, [])), f"{p.name}: {key}"
+        if p.stem != "generic":
+            assert prof["match"], f"{p.name}: an empty [match] never matches"
+            assert {"vendor_id", "driver"} & set(prof["match"]), f"{p.name}: needs vendor_id or driver"
+        if "quirks" in prof:
+            assert all(isinstance(q, str) and q for q in prof["quirks"])
+    assert set(profiles.all_profiles()) == {p.stem for p in files}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_profiles_are_complete(name):
+    """The GPU-family profiles state every limit the issue asks for, tell families of one vendor apart by
+    device name, and list their driver quirks."""
+    prof = profiles.all_profiles()[name]
+    m, lim, cg = prof["match"], prof["limits"], prof["codegen"]
+    assert set(m) >= {"api", "vendor_id", "driver", "device_name"}
+    for key in ("subgroup_size", "subgroup_sizes", "max_workgroup_invocations", "shared_memory_bytes",
+                "max_storage_buffer_range", "max_workgroup_count", "fp16", "int8", "int64",
+                "storage_buffer_16bit", "storage_buffer_8bit", "cooperative_matrix", "preferred_vector_width"):
+        assert key in lim, f"{name}: [limits] lacks {key}"
+    assert lim["subgroup_size"] in lim["subgroup_sizes"]
+    assert lim["shared_memory_bytes"] >= 16384 and lim["max_workgroup_invocations"] >= 128  # Vulkan minimums
+    assert lim["max_storage_buffer_range"] >= 1 << 27
+    assert len(lim["max_workgroup_count"]) == 3 and min(lim["max_workgroup_count"]) >= 65535
+    assert cg["spirv_version"] in TARGET_ENV and cg["vectorize"] is True and len(cg["thread_tile"]) == 2
+    assert prof.get("quirks"), f"{name}: no quirks listed"
+
+
+# ---- matching -----------------------------------------------------------------------------------------
+def info(name, driver, vendor_id, api="vulkan", device_id=0, device_type="gpu"):
+    return DeviceInfo(api=api, index=0, name=name, driver=driver, driver_version="", vendor_id=vendor_id,
+                      device_id=device_id, device_type=device_type)
+
+
+QCOM_VK = "Qualcomm Technologies Inc. Adreno Vulkan Driver"
+CASES = [
+    # AMD RDNA2: RADV (family name in the device name), Windows, ROCm OpenCL (gfx target as the name)
+    (info("AMD Radeon RX 6800 (RADV NAVI21)", "radv", 0x1002, device_id=0x73BF), "amd-rdna2"),
+    (info("AMD Radeon RX 6500 XT (RADV NAVI24)", "radv", 0x1002), "amd-rdna2"),
+    (info("AMD Custom GPU 0405 (RADV VANGOGH)", "radv", 0x1002), "amd-rdna2"),
+    (info("AMD Radeon 680M (RADV REMBRANDT)", "radv", 0x1002), "amd-rdna2"),
+    (info("AMD Radeon RX 6700 XT", "AMD proprietary driver", 0x1002), "amd-rdna2"),
+    (info("gfx1030", "AMD Accelerated Parallel Processing", 0x1002, api="opencl"), "amd-rdna2"),
+    # AMD RDNA3 / 3.5
+    (info("AMD Radeon RX 7900 XTX (RADV NAVI31)", "radv", 0x1002, device_id=0x744C), "amd-rdna3"),
+    (info("AMD Radeon 780M (RADV PHOENIX)", "radv", 0x1002), "amd-rdna3"),
+    (info("AMD Radeon 890M (RADV GFX1150)", "radv", 0x1002), "amd-rdna3"),
+    (info("AMD Radeon RX 7600", "AMD proprietary driver", 0x1002), "amd-rdna3"),
+    (info("gfx1100", "AMD Accelerated Parallel Processing", 0x1002, api="opencl"), "amd-rdna3"),
+    # AMD outside RDNA2/3: Polaris "RX 640" must not read as "RX 64xx", RDNA1 and GCN FirePro stay generic
+    (info("AMD Radeon RX 640", "AMD proprietary driver", 0x1002), "generic"),
+    (info("AMD Radeon RX 5700 XT (RADV NAVI10)", "radv", 0x1002), "generic"),
+    (info("AMD FirePro W7100", "AMD proprietary driver", 0x1002), "generic"),
+    # Arm Mali Valhall: Arm driver names, panvk, OpenCL (per-GPU vendor id, matched by platform name)
+    (info("Mali-G710", "Mali-G710", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G715-Immortalis MC11", "Mali-G715-Immortalis MC11", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G78 MC14", "Mali-G78 MC14", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G57 MC2", "Mali-G57 MC2", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G310", "Mali-G310", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G510 MC2", "Mali-G510 MC2", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G610 (Panfrost)", "panvk", 0x13B5), "arm-mali-valhall"),
+    (info("Mali-G78", "ARM Platform", 0x92020010, api="opencl"), "arm-mali-valhall"),
+    # Arm Mali Bifrost
+    (info("Mali-G76", "Mali-G76", 0x13B5), "arm-mali-bifrost"),
+    (info("Mali-G76 MC4", "Mali-G76 MC4", 0x13B5), "arm-mali-bifrost"),
+    (info("Mali-G52 MC2", "Mali-G52 MC2", 0x13B5), "arm-mali-bifrost"),
+    (info("Mali-G71", "Mali-G71", 0x13B5), "arm-mali-bifrost"),
+    (info("Mali-G31", "Mali-G31", 0x13B5), "arm-mali-bifrost"),
+    (info("Mali-G52", "ARM Platform", 0x72120000, api="opencl"), "arm-mali-bifrost"),
+    (info("Mali-T860", "Mali-T860", 0x13B5), "generic"),  # Midgard: no profile
+    # Qualcomm Adreno 6xx: proprietary Vulkan, Turnip, OpenCL with the model, rusticl, the a6xx-class A702 and 7c
+    (info("Adreno (TM) 640", QCOM_VK, 0x5143, device_id=0x6040001), "qualcomm-adreno-6xx"),
+    (info("Adreno (TM) 610", QCOM_VK, 0x5143), "qualcomm-adreno-6xx"),
+    (info("Turnip Adreno (TM) 650", "turnip Mesa driver", 0x5143), "qualcomm-adreno-6xx"),
+    (info("QUALCOMM Adreno(TM) 643", "QUALCOMM Snapdragon(TM)", 0x5143, api="opencl"), "qualcomm-adreno-6xx"),
+    (info("FD630", "rusticl", 0x5143, api="opencl"), "qualcomm-adreno-6xx"),
+    (info("Adreno (TM) 702", QCOM_VK, 0x5143), "qualcomm-adreno-6xx"),
+    (info("Adreno 7c+ Gen 3", "turnip Mesa driver", 0x5143), "qualcomm-adreno-6xx"),
+    # Qualcomm Adreno 7xx and Snapdragon X
+    (info("Adreno (TM) 740", QCOM_VK, 0x5143, device_id=0x43050A01), "qualcomm-adreno-7xx"),
+    (info("Turnip Adreno (TM) 750", "turnip Mesa driver", 0x5143), "qualcomm-adreno-7xx"),
+    (info("QUALCOMM Adreno(TM) 740", "QUALCOMM Snapdragon(TM)", 0x5143, api="opencl"), "qualcomm-adreno-7xx"),
+    (info("Qualcomm(R) Adreno(TM) X1-85 GPU", "Qualcomm Technologies Inc. Adreno Vulkan Driver", 0x5143),
+     "qualcomm-adreno-7xx"),
+    (info("Adreno X1-85", "turnip Mesa driver", 0x5143), "qualcomm-adreno-7xx"),
+    # Qualcomm devices the name cannot place: bare OpenCL name, Adreno 8xx
+    (info("QUALCOMM Adreno(TM)", "QUALCOMM Snapdragon(TM)", 0x5143, api="opencl"), "generic"),
+    (info("Adreno (TM) 830", QCOM_VK, 0x5143), "generic"),
+    # Intel Xe-LP: Windows, ANV (codename suffix), NEO (marketing, PCI-id and codename names)
+    (info("Intel(R) Iris(R) Xe Graphics", "Intel Corporation", 0x8086, device_id=0x9A49, device_type="integrated-gpu"),
+     "intel-xe"),
+    (info("Intel(R) Xe Graphics (TGL GT2)", "Intel open-source Mesa driver", 0x8086, device_id=0x9A49), "intel-xe"),
+    (info("Intel(R) UHD Graphics 770 (ADL-S GT1)", "Intel open-source Mesa driver", 0x8086), "intel-xe"),
+    (info("Intel(R) UHD Graphics 770", "Intel Corporation", 0x8086), "intel-xe"),
+    (info("Intel(R) Iris(R) Xe Graphics", "Intel(R) OpenCL Graphics", 0x8086, api="opencl"), "intel-xe"),
+    (info("Intel(R) Graphics [0x46a6]", "Intel(R) OpenCL HD Graphics", 0x8086, api="opencl"), "intel-xe"),
+    (info("Intel(R) RaptorLake-S Mobile Graphics Controller", "Intel(R) OpenCL Graphics", 0x8086, api="opencl"),
+     "intel-xe"),
+    # Intel outside Xe-LP: Gen9 UHD 630 and Arc stay generic
+    (info("Intel(R) UHD Graphics 630 (CFL GT2)", "Intel open-source Mesa driver", 0x8086), "generic"),
+    (info("Intel(R) Arc(TM) A770 Graphics (DG2)", "Intel open-source Mesa driver", 0x8086), "generic"),
+    # NVIDIA (Vulkan and OpenCL), the CPU drivers, unknown hardware
+    (info("NVIDIA H200", "NVIDIA", 0x10DE, device_id=0x2335), "nvidia"),
+    (info("NVIDIA GeForce RTX 3090", "NVIDIA", 0x10DE), "nvidia"),
+    (info("NVIDIA H200", "NVIDIA CUDA", 0x10DE, api="opencl"), "nvidia"),
+    (info("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe", 0x10005, device_type="cpu"), "lavapipe"),
+    (info("pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", 0x8086, api="opencl", device_type="cpu"),
+     "pocl"),
+    # PoCL names the CPU; a CPU whose name mentions its iGPU must still be PoCL
+    (info("pthread-AMD Ryzen 7 7840HS w/ Radeon 780M Graphics", "Portable Computing Language", 0x1022,
+          api="opencl", device_type="cpu"), "pocl"),
+    (info("cpu-haswell-12th Gen Intel(R) Core(TM) i7-1260P", "Portable Computing Language", 0x8086, api="opencl",
+          device_type="cpu"), "pocl"),
+    (info("PowerVR B-Series BXM-8-256", "PowerVR B-Series Vulkan Driver", 0x1010), "generic"),
+    (info("Some Future GPU", "mystery", 0xABCD), "generic"),
+    (info("Some Future GPU", "mystery", 0xABCD, api="opencl"), "generic"),
+]
+
+
+@pytest.mark.parametrize("dev,expected", CASES, ids=[f"{c[0].api}:{c[0].name}" for c in CASES])
+def test_match(dev, expected):
+    assert profiles.match(dev)["name"] == expected
+
+
+def test_every_family_is_reachable_on_both_apis():
+    """Each GPU-family profile is matched by some realistic Vulkan and some realistic OpenCL device above."""
+    seen = {(d.api, want) for d, want in CASES}
+    for name in FAMILIES:
+        assert ("vulkan", name) in seen and ("opencl", name) in seen, name
+
+
+def test_device_name_needs_vendor_or_driver():
+    """device_name alone never matches: a Mali name on a non-Arm vendor and driver stays generic."""
+    assert profiles.match(info("Mali-G710", "mystery", 0xABCD))["name"] == "generic"
+
+
+def test_live_devices_keep_their_profiles():
+    """The CPU drivers on this host (lavapipe, PoCL) are matched as before."""
+    from portable.devices import devices
+
+    found, _ = devices()
+    for d in found:
+        if "llvmpipe" in d.info.driver.lower():
+            assert d.profile == "lavapipe"
+        if "portable computing language" in d.info.driver.lower():
+            assert d.profile == "pocl"
+
+
+# ---- codegen options ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL)
+def test_codegen_workgroups_fit_the_profile(name):
+    prof = profiles.all_profiles()[name]
+    opts = profiles.codegen_options(prof)
+    cap = prof["limits"].get("max_workgroup_invocations", 128)  # Vulkan's guaranteed minimum when unstated
+    for key in ("workgroup_invocations", "matmul_workgroup_invocations", "reduction_threads"):
+        if opts.get(key):
+            assert opts[key] <= cap, f"{name}: {key} {opts[key]} > max_workgroup_invocations {cap}"
+            assert opts[key] & (opts[key] - 1) == 0, f"{name}: {key} {opts[key]} is not a power of two"
+    sub = prof["limits"].get("subgroup_size", 1)
+    for key in ("workgroup_invocations", "matmul_workgroup_invocations", "reduction_threads"):
+        if sub > 1 and opts.get(key):
+            assert opts[key] % sub == 0, f"{name}: {key} {opts[key]} is not a multiple of the subgroup {sub}"
+    tm, tn = opts.get("thread_tile", (4, 4))
+    assert tm * tn <= 64, f"{name}: thread_tile {tm}x{tn} holds too many accumulators per thread"
+    # The narrow and wide types a profile claims reach its SPIR-V target environment, and only those.
+    lim = prof["limits"]
+    for key, cap_name in (("fp16", "Float16"), ("int8", "Int8"), ("int64", "Int64"),
+                          ("storage_buffer_16bit", "StorageBuffer16BitAccess"),
+                          ("storage_buffer_8bit", "StorageBuffer8BitAccess")):
+        declared = cap_name in prof["codegen"].get("spirv_caps", [])
+        assert (cap_name in opts["spirv_caps"]) == bool(lim.get(key) or declared), f"{name}: {cap_name}"
+
+
+def test_codegen_options_clamp_to_a_smaller_live_device():
+    """A live device with fewer invocations than the profile assumes wins (e.g. an A702 under the 6xx profile)."""
+    prof = profiles.all_profiles()["qualcomm-adreno-6xx"]
+    live = dataclasses.replace(info("Adreno (TM) 702", QCOM_VK, 0x5143),
+                               limits={"max_workgroup_invocations": 64, "fp16": True})
+    opts = profiles.codegen_options(prof, live)
+    assert opts["workgroup_invocations"] == 64 and opts["fp16"] is True and "Float16" in opts["spirv_caps"]
+
+
+# ---- every profile compiles and validates -------------------------------------------------------------
+def _matmul_bias_relu() -> str:
+    from portable.frontend.graph import Graph
+
+    rng = np.random.default_rng(0)
+    g = Graph()
+    x = g.input((64, 96))
+    w = g.constant(rng.standard_normal((96, 128)).astype(np.float32))
+    b = g.constant(rng.standard_normal((128,)).astype(np.float32))
+    g.output(g.relu(g.add(g.matmul(x, w), b)))
+    return g.to_mlir()
+
+
+def _softmax() -> str:
+    from portable.frontend.graph import Graph
+
+    g = Graph()
+    g.output(g.softmax(g.input((16, 1024))))  # rows long enough for every profile's workgroup reduction
+    return g.to_mlir()
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    pytest.importorskip("torch_mlir", reason="the MLIR Python bindings (torch-mlir wheel) are not installed")
+    return {"matmul_bias_relu": _matmul_bias_relu(), "softmax": _softmax()}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_profile_compiles_and_validates(name, graphs):
+    from portable.codegen_spirv import validate
+    from portable.compiler.pipeline import compile_module
+
+    prof = profiles.all_profiles()[name]
+    opts = profiles.codegen_options(prof)
+    version = opts.get("spirv_version", "v1.3")
+    env = TARGET_ENV[version]
+    major, minor = (int(v) for v in version.lstrip("v").split("."))
+    cap = prof["limits"].get("max_workgroup_invocations", 128)
+    for gname, text in graphs.items():
+        exe = compile_module(text, opts, ("vulkan", "opencl"))
+        assert exe.kernels, f"{name}/{gname}: no kernels"
+        for k in exe.kernels:
+            assert k.spirv and k.opencl, f"{name}/{gname}/{k.name}: missing a target"
+            header = np.frombuffer(k.spirv[:8], dtype=np.uint32)
+            assert int(header[1]) == (major << 16) | (minor << 8), f"{name}/{gname}/{k.name}: SPIR-V version"
+            validate(k.spirv, env)
+            assert int(np.prod(k.workgroup_size)) <= cap, f"{name}/{gname}/{k.name}: {k.workgroup_size} > {cap}"
