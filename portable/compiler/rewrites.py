@@ -212,6 +212,43 @@ def _drop_asserts(func_op: ir.Operation) -> None:
         a.erase()
 
 
+def split_constant_init(op: ir.Operation) -> None:
+    """An op that sums into a constant (e.g. a conv whose init is the broadcast bias) would make
+    bufferization copy the constant on the host. When its combiner is an add, start from zero instead and
+    add the constant afterwards: an elementwise epilogue that dispatch formation fuses in place."""
+    nin = num_inputs(op)
+    outs = list(op.operands)[nin:]
+    if len(outs) != 1 or len(op.results) != 1:
+        return
+    c = outs[0]
+    if not (isinstance(c, ir.OpResult) and c.owner.operation.name == "arith.constant"):
+        return
+    block = op.regions[0].blocks[0]
+    ops = list(block.operations)
+    acc = block.arguments[nin]
+    combiner = ops[-1].operands[0].owner if len(ops) >= 2 and isinstance(ops[-1].operands[0], ir.OpResult) else None
+    if combiner is None or combiner.operation.name not in ("arith.addf", "arith.addi") or \
+            acc not in list(combiner.operands) or len(list(acc.uses)) != 1:
+        return
+    t = ir.RankedTensorType(c.type)
+    elem = t.element_type
+    zero = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
+    ident = ir.AffineMap.get_identity(t.rank)
+    with ir.InsertionPoint(op), op.location:
+        filled = linalg.fill(arith.ConstantOp(elem, zero).result, outs=[tensor.EmptyOp(list(t.shape), elem).result])
+    op.operands[nin] = filled
+    with ir.InsertionPoint.after(op), op.location:
+        add = linalg.GenericOp(
+            [t], [op.results[0], c], [tensor.EmptyOp(list(t.shape), elem).result],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(ident)] * 3),
+            ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * t.rank))
+    body = add.regions[0].blocks.append(elem, elem, elem)
+    with ir.InsertionPoint(body), op.location:
+        s_ = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
+        linalg.YieldOp([s_.result])
+    op.results[0].replace_all_uses_except(add.results[0], add.operation)
+
+
 def apply(func_op: ir.Operation) -> None:
     _drop_asserts(func_op)
     block = func_op.regions[0].blocks[0]
@@ -225,6 +262,9 @@ def apply(func_op: ir.Operation) -> None:
         elif op.name == "linalg.generic" and classify(op).kind != "fill" \
                 and "parallel" not in iterator_types(op):
             expand_rank0_reduction(op)
+    for op in list(block.operations):
+        if op.name == "linalg.generic" and classify(op).kind != "fill":
+            split_constant_init(op)
 
 
 def workgroup_allocs_to_attributions(module: ir.Module) -> None:
