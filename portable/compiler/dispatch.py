@@ -93,6 +93,22 @@ def _make_in_place(consumer: ir.Operation, operand_index: int) -> ir.Operation |
     return new.operation
 
 
+def _own_fills(op: ir.Operation) -> list[ir.Operation]:
+    """The fills producing `op`'s operands, to be fused into its kernel; a fill shared with other ops (CSE
+    merges identical ones) is cloned so each kernel computes its own."""
+    fills = []
+    for v in list(op.operands):
+        p = _defining_op(v)
+        if p is None or p.name != "linalg.generic" or classify(p).kind != "fill":
+            continue
+        if len(_uses(v)) > 1:
+            clone = p.clone(ir.InsertionPoint(op))
+            op.operation.replace_uses_of_with(v, clone.results[0])
+            p = clone.operation
+        fills.append(p)
+    return fills
+
+
 def form_groups(func_op: ir.Operation) -> list[Group]:
     """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them."""
     block = func_op.regions[0].blocks[0]
@@ -128,24 +144,14 @@ def form_groups(func_op: ir.Operation) -> list[Group]:
                 if new is None:
                     continue
                 g.consumers.append(new)
+                g.producers.extend(_own_fills(new))  # e.g. a constant-filled operand of the epilogue
                 group_of_result[key(new.results[0])] = g
                 joined = True
                 break
             if joined:
                 continue
         g = Group(index=len(groups), root=op, kind=kind)
-        nin = num_inputs(op)
-        for v in list(op.operands):
-            p = _defining_op(v)
-            if p is None:
-                continue
-            if p.name == "linalg.generic" and classify(p).kind == "fill":
-                if len(_uses(v)) > 1:
-                    # CSE merged identical fills of several ops: give this op its own, fused into its kernel.
-                    clone = p.clone(ir.InsertionPoint(op))
-                    op.operation.replace_uses_of_with(v, clone.results[0])
-                    p = clone.operation
-                g.producers.append(p)
+        g.producers.extend(_own_fills(op))
         groups.append(g)
         group_of_result[key(op.results[0])] = g
 

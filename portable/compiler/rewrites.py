@@ -249,8 +249,31 @@ def split_constant_init(op: ir.Operation) -> None:
     op.results[0].replace_all_uses_except(add.results[0], add.operation)
 
 
+_SCALAR_CASTS = {"arith.truncf", "arith.extf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui"}
+
+
+def _fold_scalar_casts(func_op: ir.Operation) -> None:
+    """A cast of a scalar constant at the top level (an importer's f64 literal turned f32) would stay a host
+    computation; fold it into a constant of the result type."""
+    for op in list(func_op.regions[0].blocks[0].operations):
+        if op.name not in _SCALAR_CASTS or isinstance(op.results[0].type, ir.ShapedType):
+            continue
+        src = op.operands[0]
+        if not (isinstance(src, ir.OpResult) and src.owner.operation.name == "arith.constant"):
+            continue
+        a = src.owner.attributes["value"]
+        value = ir.FloatAttr(a).value if isinstance(a, ir.FloatAttr) else ir.IntegerAttr(a).value
+        t = op.results[0].type
+        attr = ir.FloatAttr.get(t, float(value)) if isinstance(t, ir.FloatType) else ir.IntegerAttr.get(t, int(value))
+        with ir.InsertionPoint(op), op.location:
+            new = arith.ConstantOp(t, attr).result
+        op.results[0].replace_all_uses_with(new)
+        op.erase()
+
+
 def apply(func_op: ir.Operation) -> None:
     _drop_asserts(func_op)
+    _fold_scalar_casts(func_op)
     block = func_op.regions[0].blocks[0]
     for op in list(block.operations):
         if op.name == "tensor.pad":
