@@ -24,7 +24,7 @@ from . import control, helpers, transfer, vector_ops
 from . import nd_vectors as nd
 from . import ops as arith_math
 from . import types as T
-from .bounds import Bounds
+from ..compiler.bounds import Bounds
 
 _EXPRESSIONS = {**arith_math.HANDLERS, **vector_ops.HANDLERS}
 _ID_FUNCS = {"gpu.thread_id": "get_local_id", "gpu.block_id": "get_group_id", "gpu.block_dim": "get_local_size",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
 from . import types as T
-from .bounds import Bounds
+from ..compiler.bounds import Bounds
 from .emitter import Emitter, Mem, memory_space, op_text
 
 _STORES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1}  # op -> memref operand index

@@ -8,7 +8,7 @@ emitter allocates the upper bound found here. Thread ids range over the workgrou
 
 from __future__ import annotations
 
-from ..compiler.mlir import ir
+from .mlir import ir
 
 Interval = tuple[int, int]
 
