@@ -2,7 +2,7 @@
 distribution of the upstream bindings can be swapped in here alone."""
 
 from torch_mlir import ir, passmanager
-from torch_mlir.dialects import arith, func, gpu, linalg, math, memref, scf, tensor, vector, transform, bufferization
+from torch_mlir.dialects import arith, bufferization, func, gpu, linalg, math, memref, scf, tensor, transform, vector
 from torch_mlir.dialects import torch as torch_dialect  # the ONNX frontend registers it in its context
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import dispatch, plan, rewrites, strategy, transform_script
+from . import dispatch, gathers, plan, rewrites, strategy, transform_script
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
@@ -82,7 +82,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
         if profile.get("im2col_max_bytes", 0):
-            rewrites.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
+            gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         groups = dispatch.form_groups(public_func(module))
