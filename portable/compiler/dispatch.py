@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
-from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, num_inputs
-from .mlir import ir, linalg
+from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
+from .mlir import ir
+from .rewrites import rebuild_generic
 
 # Ops allowed in the function body outside linalg: they bufferize to views, constants or nothing.
 _PASSIVE = {
@@ -66,31 +67,15 @@ def _make_in_place(consumer: ir.Operation, operand_index: int) -> ir.Operation |
     if len(list(out_arg.uses)) != 0:
         return None
     new_ins = [v for i, v in enumerate(ins) if i != operand_index]
-    new_maps = [m for i, m in enumerate(maps) if i != operand_index]
-    with ir.InsertionPoint(consumer), consumer.location:
-        new = linalg.GenericOp(
-            [consumer.results[0].type],
-            new_ins,
-            [src],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
-            consumer.attributes["iterator_types"],
-        )
-    arg_types = [a.type for i, a in enumerate(block.arguments) if i != operand_index and i != nin]
-    arg_types.append(block.arguments[operand_index].type)
-    new_block = new.regions[0].blocks.append(*arg_types)
-    old_args = list(block.arguments)
-    j = 0
-    for i, a in enumerate(old_args):
-        if i == operand_index:
-            a.replace_all_uses_with(new_block.arguments[len(arg_types) - 1])
-        elif i != nin:
-            a.replace_all_uses_with(new_block.arguments[j])
-            j += 1
-    for op in list(block.operations):
-        new_block.append(op.detach_from_parent())
+    new_maps = [m for i, m in enumerate(maps) if i != operand_index]  # the output map stays last
+    # Old block arguments -> new: other inputs keep their order, the consumed input becomes the output.
+    others = iter(range(len(new_ins)))
+    arg_map = [len(new_ins) if i in (operand_index, nin) else next(others) for i in range(nin + 1)]
+    new = rebuild_generic(consumer, new_ins, [src], new_maps, iterator_types(consumer), arg_map,
+                          [consumer.results[0].type])
     consumer.results[0].replace_all_uses_with(new.results[0])
     consumer.erase()
-    return new.operation
+    return new
 
 
 def _own_fills(op: ir.Operation) -> list[ir.Operation]:
