@@ -117,7 +117,12 @@ class BoundExecutable:
         out = []
         for i, (a, sig) in enumerate(zip(arrays, sigs)):
             arr = np.asarray(a)
-            if arr.dtype != np.dtype(sig.dtype):
+            want = np.dtype(sig.dtype)
+            if arr.dtype != want and arr.dtype.kind in "ui" and want.kind in "ui" and \
+                    arr.dtype.itemsize == want.itemsize:
+                # Kernel integers are signless (an ONNX uint8 input compiles as i8): same bits, same kernel.
+                arr = arr.view(want)
+            if arr.dtype != want:
                 raise ShapeMismatch(f"input {i}: expected dtype {sig.dtype}, got {arr.dtype}; "
                                     f"convert it with .astype(np.{sig.dtype})")
             if tuple(arr.shape) != tuple(sig.shape):

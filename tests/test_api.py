@@ -131,3 +131,16 @@ def test_second_process_does_no_mlir_work(device, tmp_path):
     second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     assert "COMPILES 0" in second.stdout and "MLIR_LOADED False" in second.stdout
+
+
+def test_unsigned_inputs_share_signless_kernels(device):
+    """MLIR integers are signless: a uint8 array runs through an i8 signature bit for bit."""
+    src = """func.func @main(%a: tensor<6xi8>) -> tensor<6xi8> {
+      %e = tensor.empty() : tensor<6xi8>
+      %r = linalg.add ins(%a, %a : tensor<6xi8>, tensor<6xi8>) outs(%e : tensor<6xi8>) -> tensor<6xi8>
+      return %r : tensor<6xi8> }"""
+    a = np.array([0, 1, 100, 127, 128, 255], dtype=np.uint8)
+    (out,) = portable.run(src, a, device=device)
+    np.testing.assert_array_equal(out.view(np.uint8), (a.astype(np.uint16) * 2 % 256).astype(np.uint8))
+    with pytest.raises(portable.ShapeMismatch, match="dtype"):
+        portable.run(src, a.astype(np.uint16), device=device)
