@@ -28,9 +28,7 @@ WORKLOADS = {
 }
 VARIANTS = {
     "matmul": [{"thread_tile": tt, "workgroup_invocations": wg}
-               for tt in ([4, 4], [8, 4], [8, 2], [16, 4]) for wg in (64, 256)]
-    + [{"thread_tile": [4, 4], "workgroup_invocations": 64, "vector_buffers": vb, "spirv_decorations": dec}
-       for vb in (False, True) for dec in (False, True)],
+               for tt in ([4, 4], [8, 4], [8, 2], [16, 4]) for wg in (64, 256)],
     "add": [{"elementwise_per_thread": p, "workgroup_invocations": wg} for p in (1, 4) for wg in (128, 256)],
     "softmax": [{"reduction_threads": t, "workgroup_invocations": 256} for t in (0, 128, 256)],
     "mlp_softmax": [{}],

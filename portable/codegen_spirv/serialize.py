@@ -52,9 +52,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             gmod = next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
             allocs_to_private(gmod)
             expand_absi(gmod)
-            if profile.get("vector_buffers", True):
-                vectorize_buffers(next(op for op in module.body.operations
-                                       if op.operation.name == "gpu.module").operation)
+            vectorize_buffers(gmod)
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
@@ -67,8 +65,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
         _pin_version(module, profile.get("spirv_version", "v1.3"))
-        if profile.get("spirv_decorations", True):
-            _decorate_buffers(module, access)
+        _decorate_buffers(module, access)
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.

@@ -1,7 +1,7 @@
 """Dispatch formation: which linalg ops become one kernel.
 
 A group is a root op (matmul, conv, reduction, elementwise, ...) plus what is fused into its kernel:
-the fills and pads that produce its operands, and elementwise consumers of its result (epilogues such as
+the fills that produce its operands, and elementwise consumers of its result (epilogues such as
 bias + activation). Consumers are rewritten to update the root's result in place, so that tiling the last
 consumer and fusing the rest into its loops gives one kernel with no temporary buffer.
 Every op of a group is tagged `portable.op = "g<group>_<order>"`: order 0 is the op that is tiled, the rest
