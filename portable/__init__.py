@@ -6,7 +6,7 @@
 
 __version__ = "0.1.0"
 
-from .api import CompiledGraph, compile, load, run  # noqa: E402
+from .api import CompiledGraph, StatefulGraph, compile, load, run  # noqa: E402
 from .devices import devices  # noqa: E402
 from .errors import (  # noqa: E402
     CompileError,
@@ -20,7 +20,7 @@ from .errors import (  # noqa: E402
     UnsupportedOp,
 )
 
-__all__ = ["run", "compile", "load", "devices", "CompiledGraph", "Graph", "PortableError", "DeviceNotFound",
+__all__ = ["run", "compile", "load", "devices", "CompiledGraph", "StatefulGraph", "Graph", "PortableError", "DeviceNotFound",
            "UnsupportedOp", "CompileError", "KernelBuildError", "ShapeMismatch", "OutOfDeviceMemory",
            "DeviceLost", "PackageError"]
 

@@ -103,11 +103,67 @@ class CompiledGraph:
     def save(self, path: str | Path) -> None:
         self.executable.save(path)
 
+    def with_state(self, carry: dict[int, int]) -> StatefulGraph:
+        """This graph with outputs fed back to inputs on the device, {output index: input index}: e.g. a decoder
+        step's updated KV cache becomes the next step's cache without a round trip through the host."""
+        return StatefulGraph(self, carry)
+
     def close(self) -> None:
         """Wait for runs in flight and give the buffers back to the device pool (idempotent)."""
         self._finalizer()
 
     def __enter__(self) -> CompiledGraph:  # noqa: PYI034 - a plain class, never subclassed for this
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StatefulGraph:
+    """A compiled graph run step after step with state kept on the device (see CompiledGraph.with_state).
+
+    Call it with the inputs that are not carried; it returns the outputs that are not carried. The state
+    starts at zero; `set_state` / `get_state` move it between host and device ({input index: array}).
+    Runs are sequential (each needs the last one's state). Holds its own copy of the graph's constants.
+    """
+
+    def __init__(self, graph: CompiledGraph, carry: dict[int, int]):
+        self.graph = graph
+        bound = BoundExecutable(graph.executable, graph.device.backend, graph.device.pool, carry=carry)
+        self._cell: list[BoundExecutable | None] = [bound]
+        self._finalizer = weakref.finalize(self, _release, self._cell)
+
+    def _bound(self) -> BoundExecutable:
+        bound = self._cell[0]
+        if bound is None:
+            raise PortableError("this stateful graph is closed; call with_state() again")
+        return bound
+
+    @property
+    def carry(self) -> dict[int, int]:
+        return dict(self._bound().carry)
+
+    def submit(self, *inputs: Any) -> Future:
+        return self._bound().submit(*inputs)
+
+    def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
+        return self.submit(*inputs).result()
+
+    def set_state(self, arrays: dict[int, Any]) -> None:
+        self._bound().set_state(arrays)
+
+    def get_state(self) -> dict[int, np.ndarray]:
+        return self._bound().get_state()
+
+    def reset(self) -> None:
+        """State back to zero."""
+        b = self._bound()
+        b.set_state({i: np.zeros(b.exe.inputs[i].shape, b.exe.inputs[i].dtype) for i in b.carry.values()})
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> StatefulGraph:  # noqa: PYI034 - a plain class, never subclassed for this
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -114,9 +114,11 @@ class Backend(ABC):
 
     @abstractmethod
     def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
-               downloads: Sequence[tuple[Any, int]]) -> Recording:
+               downloads: Sequence[tuple[Any, int]], copies: Sequence[tuple[Any, Any, int]] = ()) -> Recording:
         """Record a plan once for these buffers: (buffer, bytes) uploaded per input, dispatches, (buffer, bytes)
-        downloaded per output. Barriers or event waits only where a dispatch depends on an earlier one."""
+        downloaded per output. Barriers or event waits only where a dispatch depends on an earlier one.
+        `copies` (source, destination, bytes) run on the device after the dispatches: state carried from one
+        run's outputs into the next run's inputs without leaving the device."""
 
     @abstractmethod
     def close(self) -> None: ...

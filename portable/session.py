@@ -14,11 +14,29 @@ import numpy as np
 
 from .backend import Backend, Recording, Step
 from .errors import ShapeMismatch
-from .executable import Executable
+from .executable import Executable, TensorSig
 from .memory import BufferPool, plan_buffers
 from .memory.pool import align_up
 
 DEFAULT_IN_FLIGHT = 2
+
+
+def check_carry(exe: Executable, carry: dict[int, int]) -> dict[int, int]:
+    """{output index: input index} validated: in range, same shape and dtype, each input fed at most once."""
+    out: dict[int, int] = {}
+    for k, i in carry.items():
+        k, i = int(k), int(i)
+        if not (0 <= k < len(exe.outputs) and 0 <= i < len(exe.inputs)):
+            raise ShapeMismatch(f"carry {k} -> {i}: the graph has {len(exe.outputs)} output(s) and "
+                                f"{len(exe.inputs)} input(s); give {{output index: input index}}")
+        src, dst = exe.outputs[k][1], exe.inputs[i]
+        if (tuple(src.shape), src.dtype) != (tuple(dst.shape), dst.dtype):
+            raise ShapeMismatch(f"carry {k} -> {i}: output {k} is {tuple(src.shape)} {src.dtype} but input {i} is "
+                                f"{tuple(dst.shape)} {dst.dtype}; state must keep its shape and dtype")
+        if i in out.values():
+            raise ShapeMismatch(f"carry: input {i} is fed by more than one output")
+        out[k] = i
+    return out
 
 
 @dataclass(eq=False)
@@ -34,11 +52,14 @@ class Frame:
 class BoundExecutable:
     """An Executable whose kernels are loaded and constants resident on `backend`; submit numpy arrays."""
 
-    def __init__(self, exe: Executable, backend: Backend, pool: BufferPool, max_in_flight: int = DEFAULT_IN_FLIGHT):
+    def __init__(self, exe: Executable, backend: Backend, pool: BufferPool, max_in_flight: int = DEFAULT_IN_FLIGHT,
+                 carry: dict[int, int] | None = None):
         self.exe = exe
         self.backend = backend
         self.pool = pool
-        self.max_in_flight = max(1, int(max_in_flight))
+        self.carry = check_carry(exe, carry or {})
+        # State carried on the device makes runs sequential: one frame, whose buffers hold the state.
+        self.max_in_flight = 1 if self.carry else max(1, int(max_in_flight))
         self._loaded = [backend.load_kernel(k) for k in exe.kernels]
         self._cond = threading.Condition()
         self._frames: list[Frame] = []
@@ -91,9 +112,16 @@ class BoundExecutable:
                     frame.buffers[s.id] = shared[self._assignment[s.id]]
             steps = [Step(self._loaded[d.kernel], tuple(frame.buffers[s] for s in d.slots), tuple(d.grid),
                           tuple(d.push_constants)) for d in exe.dispatches]
-            uploads = [(frame.buffers[sid], sig.nbytes) for sid, sig in zip(exe.input_slots, exe.inputs)]
-            downloads = [(frame.buffers[sid], sig.nbytes) for sid, sig in exe.outputs]
-            frame.recording = self.backend.record(steps, uploads, downloads)
+            carried_in = set(self.carry.values())
+            uploads = [(frame.buffers[sid], sig.nbytes) for i, (sid, sig) in enumerate(zip(exe.input_slots, exe.inputs))
+                       if i not in carried_in]
+            downloads = [(frame.buffers[sid], sig.nbytes) for k, (sid, sig) in enumerate(exe.outputs)
+                         if k not in self.carry]
+            copies = [(frame.buffers[exe.outputs[k][0]], frame.buffers[exe.input_slots[i]], exe.inputs[i].nbytes)
+                      for k, i in self.carry.items()]
+            for i in carried_in:  # the state starts at zero until set_state()
+                self.backend.upload(frame.buffers[exe.input_slots[i]], np.zeros(exe.inputs[i].nbytes, np.uint8))
+            frame.recording = self.backend.record(steps, uploads, downloads, copies)
         except BaseException:
             self._free_frame(frame)
             raise
@@ -110,25 +138,27 @@ class BoundExecutable:
 
     # ---- running --------------------------------------------------------------------------------------
     def check_inputs(self, arrays: Sequence[Any]) -> list[np.ndarray]:
-        sigs = self.exe.inputs
-        if len(arrays) != len(sigs):
-            raise ShapeMismatch(f"the graph takes {len(sigs)} input(s) "
-                                f"({', '.join(f'{s.shape} {s.dtype}' for s in sigs)}), got {len(arrays)}")
-        out = []
-        for i, (a, sig) in enumerate(zip(arrays, sigs)):
-            arr = np.asarray(a)
-            want = np.dtype(sig.dtype)
-            if arr.dtype != want and arr.dtype.kind in "ui" and want.kind in "ui" and \
-                    arr.dtype.itemsize == want.itemsize:
-                # Kernel integers are signless (an ONNX uint8 input compiles as i8): same bits, same kernel.
-                arr = arr.view(want)
-            if arr.dtype != want:
-                raise ShapeMismatch(f"input {i}: expected dtype {sig.dtype}, got {arr.dtype}; "
-                                    f"convert it with .astype(np.{sig.dtype})")
-            if tuple(arr.shape) != tuple(sig.shape):
-                raise ShapeMismatch(f"input {i}: expected shape {tuple(sig.shape)}, got {tuple(arr.shape)}")
-            out.append(np.ascontiguousarray(arr))
-        return out
+        carried = set(self.carry.values())
+        numbered = [(i, sig) for i, sig in enumerate(self.exe.inputs) if i not in carried]
+        if len(arrays) != len(numbered):
+            state = f" besides the {len(carried)} carried as state" if carried else ""
+            raise ShapeMismatch(f"the graph takes {len(numbered)} input(s){state} "
+                                f"({', '.join(f'{s.shape} {s.dtype}' for _, s in numbered)}), got {len(arrays)}")
+        return [self._check(a, i, sig) for a, (i, sig) in zip(arrays, numbered)]
+
+    @staticmethod
+    def _check(a: Any, i: int, sig: TensorSig) -> np.ndarray:
+        arr = np.asarray(a)
+        want = np.dtype(sig.dtype)
+        if arr.dtype != want and arr.dtype.kind in "ui" and want.kind in "ui" and arr.dtype.itemsize == want.itemsize:
+            # Kernel integers are signless (an ONNX uint8 input compiles as i8): same bits, same kernel.
+            arr = arr.view(want)
+        if arr.dtype != want:
+            raise ShapeMismatch(f"input {i}: expected dtype {sig.dtype}, got {arr.dtype}; "
+                                f"convert it with .astype(np.{sig.dtype})")
+        if tuple(arr.shape) != tuple(sig.shape):
+            raise ShapeMismatch(f"input {i}: expected shape {tuple(sig.shape)}, got {tuple(arr.shape)}")
+        return np.ascontiguousarray(arr)
 
     def _take_frame(self) -> Frame:
         with self._cond:
@@ -165,7 +195,7 @@ class BoundExecutable:
             self._give_back(frame)
             raise
         out: Future = Future()
-        sigs = [sig for _, sig in self.exe.outputs]
+        sigs = [sig for k, (_, sig) in enumerate(self.exe.outputs) if k not in self.carry]
 
         def done(f: Future) -> None:
             self._give_back(frame)
@@ -184,6 +214,33 @@ class BoundExecutable:
     def recordings(self) -> list[Recording]:
         with self._cond:
             return [f.recording for f in self._frames if f is not None and f.recording is not None]
+
+    # ---- state carried on the device (outputs fed back as inputs) ----------------------------------------
+    def set_state(self, arrays: dict[int, Any]) -> None:
+        """Overwrite carried inputs {input index: array} on the device (between runs)."""
+        for i in arrays:
+            if i not in self.carry.values():
+                raise ShapeMismatch(f"input {i} is not carried as state; carried inputs: {sorted(self.carry.values())}")
+        checked = {i: self._check(a, i, self.exe.inputs[i]) for i, a in arrays.items()}
+        frame = self._take_frame()
+        try:
+            for i, arr in checked.items():
+                self.backend.upload(frame.buffers[self.exe.input_slots[i]], arr)
+        finally:
+            self._give_back(frame)
+
+    def get_state(self) -> dict[int, np.ndarray]:
+        """The carried inputs {input index: array} as the next run will see them (waits for the run in flight)."""
+        frame = self._take_frame()
+        try:
+            out = {}
+            for i in sorted(self.carry.values()):
+                sig = self.exe.inputs[i]
+                raw = self.backend.download(frame.buffers[self.exe.input_slots[i]], sig.nbytes)
+                out[i] = raw.view(sig.dtype).reshape(sig.shape)
+            return out
+        finally:
+            self._give_back(frame)
 
     def release(self) -> None:
         """Wait for runs in flight, then give every buffer back to the pool (idempotent)."""

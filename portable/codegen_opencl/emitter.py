@@ -291,8 +291,8 @@ def _scalar_store(mem: Mem, idx: str, x: str) -> str:
 def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem, str]:
     mem, idx = em.address(memref, indices)
     n = T.width(vt)
-    if T.is_i1(mem.element) or (n and mem.strides and mem.strides[-1] != 1):
-        raise UnsupportedOp("vector access to i1 or non-contiguous memory")
+    if n and mem.strides and mem.strides[-1] != 1:
+        raise UnsupportedOp("vector access to non-contiguous memory")
     return n, mem, idx
 
 
@@ -300,6 +300,8 @@ def _vector_load(em: Emitter, op) -> None:
     n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], op.results[0].type)
     if n == 0:  # one lane: a scalar load
         em.define(op.results[0], _scalar_load(mem, idx))
+    elif T.is_i1(mem.element):  # bytes 0/1 in memory, an intN mask of -1/0 in registers
+        em.define(op.results[0], f"(-convert_int{n}(vload{n}(0, {_pointer(mem, idx)})))")
     else:
         em.define(op.results[0], f"vload{'_half' if mem.half_buffer else ''}{n}(0, {_pointer(mem, idx)})")
 
@@ -309,6 +311,8 @@ def _vector_store(em: Emitter, op) -> None:
     x = em.val(op.operands[0])
     if n == 0:
         em.line(_scalar_store(mem, idx, x))
+    elif T.is_i1(mem.element):
+        em.line(f"vstore{n}(convert_uchar{n}({x} & 1), 0, {_pointer(mem, idx)});")
     elif mem.half_buffer:
         em.line(f"vstore_half{n}_rte({x}, 0, {_pointer(mem, idx)});")
     else:

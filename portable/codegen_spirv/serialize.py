@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
+from ..errors import CompileError
+from .bool_buffers import bools_as_bytes
 from .private_allocs import allocs_to_private, expand_absi
 from .vector_buffers import vectorize_buffers
-from ..errors import CompileError
 
 
 def target_env_options(profile: dict) -> str:
@@ -56,9 +57,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
+            bools_as_bytes(gmod)
             passmanager.PassManager.parse(
                 f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},"
-                "gpu.module(lower-affine,canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
+                "gpu.module(lower-affine,math-expand-ops{ops=fpowi},canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
                 "convert-gpu-to-spirv,"
                 "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
             ).run(module.operation)

@@ -102,7 +102,10 @@ def vectorize_buffers(gpu_module: ir.Operation) -> None:
             t = arg.type
             if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
                 continue
-            if t.shape[-1] % WIDTH or not isinstance(t.element_type, (ir.F32Type, ir.IntegerType)):
+            elem = t.element_type
+            # 32-bit lanes only: i1 has no storage layout in SPIR-V and i64 vec4 is wider than a 128-bit load.
+            if t.shape[-1] % WIDTH or not (isinstance(elem, ir.F32Type) or
+                                           isinstance(elem, ir.IntegerType) and elem.width == 32):
                 continue
             mine = [op for op in _accesses(fn) if _mem_and_indices(op)[0] == arg]  # fresh: rewrites erase ops
             vec = [op for op in mine if op.name in _VEC]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import UnsupportedOp
 from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
 from .ir_util import find_ops
-from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
+from .linalg_info import classify, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
 
@@ -91,16 +91,34 @@ def _drop_asserts(func_op: ir.Operation) -> None:
         a.erase()
 
 
+def _broadcast_constant(v: ir.Value) -> tuple[ir.Value, ir.AffineMap] | None:
+    """(constant, its indexing map) when `v` is a constant broadcast by a linalg.generic that only copies it
+    (an ONNX Conv's bias broadcast over N, H, W), else None."""
+    if not (isinstance(v, ir.OpResult) and v.owner.operation.name == "linalg.generic"):
+        return None
+    b = v.owner.operation
+    if num_inputs(b) != 1 or len(b.results) != 1 or any(i != "parallel" for i in iterator_types(b)):
+        return None
+    src, maps = b.operands[0], indexing_maps(b)
+    ops = list(b.regions[0].blocks[0].operations)
+    if not (isinstance(src, ir.OpResult) and src.owner.operation.name == "arith.constant") or len(ops) != 1 \
+            or list(ops[0].operands) != [b.regions[0].blocks[0].arguments[0]] or not is_identity(maps[1]):
+        return None
+    return src, maps[0]
+
+
 def split_constant_init(op: ir.Operation) -> None:
     """An op that sums into a constant (e.g. a conv whose init is the broadcast bias) would make
-    bufferization copy the constant on the host. When its combiner is an add, start from zero instead and
-    add the constant afterwards: an elementwise epilogue that dispatch formation fuses in place."""
+    bufferization copy the constant on the host, and a broadcast of a constant would be a kernel of its own.
+    When its combiner is an add, start from zero instead and add the constant afterwards (read through the
+    broadcast's map): an elementwise epilogue that dispatch formation fuses in place."""
     nin = num_inputs(op)
     outs = list(op.operands)[nin:]
     if len(outs) != 1 or len(op.results) != 1:
         return
     c = outs[0]
-    if not (isinstance(c, ir.OpResult) and c.owner.operation.name == "arith.constant"):
+    bcast = _broadcast_constant(c)
+    if not (isinstance(c, ir.OpResult) and c.owner.operation.name == "arith.constant") and bcast is None:
         return
     block = op.regions[0].blocks[0]
     ops = list(block.operations)
@@ -113,13 +131,16 @@ def split_constant_init(op: ir.Operation) -> None:
     elem = t.element_type
     zero = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
     ident = ir.AffineMap.get_identity(t.rank)
+    const, const_map = bcast if bcast is not None else (c, ident)
     with ir.InsertionPoint(op), op.location:
         filled = linalg.fill(arith.ConstantOp(elem, zero).result, outs=[tensor.EmptyOp(list(t.shape), elem).result])
     op.operands[nin] = filled
+    if bcast is not None and not list(c.uses):
+        c.owner.operation.erase()
     with ir.InsertionPoint.after(op), op.location:
         add = linalg.GenericOp(
-            [t], [op.results[0], c], [tensor.EmptyOp(list(t.shape), elem).result],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(ident)] * 3),
+            [t], [op.results[0], const], [tensor.EmptyOp(list(t.shape), elem).result],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (ident, const_map, ident)]),
             ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * t.rank))
     body = add.regions[0].blocks.append(elem, elem, elem)
     with ir.InsertionPoint(body), op.location:
@@ -150,10 +171,30 @@ def _fold_scalar_casts(func_op: ir.Operation) -> None:
         op.erase()
 
 
+def _refill_reshape(op: ir.Operation) -> None:
+    """A reshape of a fill (a softmax's -inf init, expanded to keepdim form) would be a host copy after
+    bufferization: fill the reshaped tensor directly, so dispatch formation fuses the fill into its user."""
+    src = op.operands[0]
+    if not (isinstance(src, ir.OpResult) and src.owner.operation.name == "linalg.generic"
+            and classify(src.owner).kind == "fill"):
+        return
+    value = list(src.owner.regions[0].blocks[0].operations)[-1].operands[0]
+    if isinstance(value, ir.BlockArgument) and value.owner == src.owner.regions[0].blocks[0]:
+        return
+    t = ir.RankedTensorType(op.results[0].type)
+    with ir.InsertionPoint(op), op.location:
+        filled = linalg.fill(value, outs=[tensor.EmptyOp(list(t.shape), t.element_type).result])
+    op.results[0].replace_all_uses_with(filled)
+    op.erase()
+
+
 def apply(func_op: ir.Operation) -> None:
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
     block = func_op.regions[0].blocks[0]
+    for op in list(block.operations):
+        if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            _refill_reshape(op)
     for op in list(block.operations):
         if op.name == "tensor.pad":
             pad_to_generic(op)

@@ -362,7 +362,7 @@ class OpenCLBackend(Backend):
             raise translate(e, f"{self._where}: running {len(dispatches)} dispatches") from e
 
     def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
-               downloads: Sequence[tuple[Any, int]]) -> OpenCLRecording:
+               downloads: Sequence[tuple[Any, int]], copies: Sequence[tuple[Any, Any, int]] = ()) -> OpenCLRecording:
         """Kernels with preset arguments (and a command buffer where the driver has one) for these buffers."""
         res = self._live()
         checked = [Step(s.kernel, tuple(self._own(b) for b in s.buffers),
@@ -371,7 +371,7 @@ class OpenCLBackend(Backend):
         try:
             rec = OpenCLRecording(res.async_queue, self.out_of_order, self._cmdbuf, res.completer, checked,
                                   [(self._own(b), n) for b, n in uploads], [(self._own(b), n) for b, n in downloads],
-                                  self._where)
+                                  self._where, [(self._own(a), self._own(b), n) for a, b, n in copies])
         except Exception as e:
             if isinstance(e, cl.Error):
                 raise translate(e, f"{self._where}: recording a plan of {len(steps)} dispatches") from e

@@ -34,8 +34,10 @@ class OpenCLRecording(Recording):
 
     def __init__(self, queue: Any, out_of_order: bool, api: CommandBufferApi | None, completer: Completer,
                  steps: Sequence[Step], uploads: Sequence[tuple[ClBuffer, int]],
-                 downloads: Sequence[tuple[ClBuffer, int]], where: str):
+                 downloads: Sequence[tuple[ClBuffer, int]], where: str,
+                 copies: Sequence[tuple[ClBuffer, ClBuffer, int]] = ()):
         self._queue = queue
+        self._copies = [(a, b, int(n)) for a, b, n in copies if n and a is not b]
         self._ooo = out_of_order
         self._completer = completer
         self._where = where
@@ -103,6 +105,10 @@ class OpenCLRecording(Recording):
                 wait = (ups + [events[j] for j in deps]) if self._ooo else None
                 events.append(cl.enqueue_nd_range_kernel(q, k, gs, ls, wait_for=wait or None))
             last = [events[i] for i in self._sinks]
+        if self._copies:  # carried state: after every dispatch has read the old value and written the new one
+            wait = (last + ups) if self._ooo else None
+            last = [cl.enqueue_copy(q, dst.mem, src.mem, byte_count=n, wait_for=wait or None)
+                    for src, dst, n in self._copies]
         wait_out = (last + ups) if self._ooo else None
         outs = [np.empty(n, np.uint8) for _, n in self._downloads]
         downs = [cl.enqueue_copy(q, out, buf.mem, is_blocking=False, wait_for=wait_out or None)

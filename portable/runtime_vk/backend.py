@@ -277,7 +277,7 @@ class VulkanBackend(Backend):
                        f"{len(recorded)} dispatch(es)")
 
     def record(self, steps: Sequence[Step], uploads: Sequence[tuple[Any, int]],
-               downloads: Sequence[tuple[Any, int]]) -> VulkanRecording:
+               downloads: Sequence[tuple[Any, int]], copies: Sequence[tuple[Any, Any, int]] = ()) -> VulkanRecording:
         """The plan recorded once into a command buffer for these buffers, replayed by submit()."""
         dev = self._device()
         for n, s in enumerate(steps):
@@ -285,7 +285,8 @@ class VulkanBackend(Backend):
         checked = [Step(s.kernel, tuple(self._buffer(b) for b in s.buffers), s.grid, tuple(s.push_constants))
                    for s in steps]
         rec = VulkanRecording(dev, self._own.completer, checked, [(self._buffer(b), n) for b, n in uploads],
-                              [(self._buffer(b), n) for b, n in downloads])
+                              [(self._buffer(b), n) for b, n in downloads],
+                              [(self._buffer(a), self._buffer(b), n) for a, b, n in copies])
         with self._own.lock:
             self._own.recordings.add(rec)
         return rec

@@ -35,8 +35,10 @@ class VulkanRecording(Recording):
     mode = "vulkan-replay"
 
     def __init__(self, device: Device, completer: Completer, steps: Sequence[Step],
-                 uploads: Sequence[tuple[Buffer, int]], downloads: Sequence[tuple[Buffer, int]]):
+                 uploads: Sequence[tuple[Buffer, int]], downloads: Sequence[tuple[Buffer, int]],
+                 copies: Sequence[tuple[Buffer, Buffer, int]] = ()):
         self.device = device
+        self._copies = [(a, b, int(n)) for a, b, n in copies if n and a is not b]
         self._completer = completer
         self.dispatches = len(steps)
         self._uploads = [(b, int(n)) for b, n in uploads]
@@ -109,6 +111,12 @@ class VulkanRecording(Recording):
             commands.barrier(cmd, stage_t, vk.VK_ACCESS_TRANSFER_WRITE_BIT, stage_c | stage_t,
                              _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT)
         count = commands.record_dispatches(cmd, items, self._sets, before, after_earlier_work=False)
+        if self._copies:  # carried state: after every dispatch has read the old value and written the new one
+            commands.barrier(cmd, stage_c | stage_t, _SHADER_RW | vk.VK_ACCESS_TRANSFER_WRITE_BIT, stage_t,
+                             vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+            for src, dst, n in self._copies:
+                vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [vk.VkBufferCopy(
+                    srcOffset=src.offset, dstOffset=dst.offset, size=n)])
         if any(n for _, n in self._out):
             commands.barrier(cmd, stage_c | stage_t, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
                              stage_t, vk.VK_ACCESS_TRANSFER_READ_BIT)
