@@ -42,6 +42,7 @@ class DecoderConfig:
 TINY = DecoderConfig()
 # Large enough for a tokens/s figure on a GPU, small enough (~30 MB of f32 weights) to travel to the GPU host.
 SMALL = DecoderConfig(vocab=2048, dim=384, layers=4, heads=6, ffn=1024, max_len=256)
+CONFIGS = {"tiny": TINY, "small": SMALL}
 
 
 class RMSNorm(nn.Module):
@@ -159,10 +160,10 @@ def export(cfg: DecoderConfig, path: Path, seed: int = 0) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", choices=["tiny", "small"], default="tiny")
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     ap.add_argument("-o", "--out", type=Path)
     a = ap.parse_args()
-    cfg = TINY if a.config == "tiny" else SMALL
+    cfg = CONFIGS[a.config]
     out = export(cfg, a.out or HERE / "onnx" / f"decoder_{a.config}.onnx")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)")
 

@@ -100,6 +100,47 @@ def generate_onnxruntime(path: str | Path, prompt: list[int], new: int) -> Gener
     return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
 
 
+def generate_torch(config: str, prompt: list[int], new: int, device: str = "") -> Generation:
+    """The same loop in PyTorch eager (the GPU peer on a CUDA host), on the weights models/decoder.py builds
+    for `config` (its fixed seed): the cache stays on the torch device between steps."""
+    import torch
+
+    from .decoder import CONFIGS, build, example_inputs
+
+    cfg = CONFIGS[config]
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = build(cfg).to(dev)
+    caches = [c.to(dev) for c in example_inputs(cfg)[2:]]
+    tokens, logits = list(prompt), []
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    @torch.no_grad()
+    def run(pos: int) -> np.ndarray:
+        nonlocal caches
+        tok = torch.tensor([[tokens[pos]]], device=dev)
+        out, *caches = model(tok, torch.tensor([pos], device=dev), *caches)
+        return out[0].float().cpu().numpy()  # the host needs the logits to pick the next token
+
+    run(0)  # warm-up: CUDA context and kernels outside the timing
+    caches = [c.to(dev) for c in example_inputs(cfg)[2:]]
+    sync()
+    t0 = time.perf_counter()
+    for pos in range(len(prompt) - 1):
+        run(pos)
+    last = run(len(prompt) - 1)
+    t1 = time.perf_counter()
+    for _ in range(new):
+        logits.append(last)
+        tokens.append(int(np.argmax(last)))
+        if len(logits) < new:
+            last = run(len(tokens) - 1)
+    t2 = time.perf_counter()
+    return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
+
+
 def main() -> None:
     import portable
 
@@ -109,6 +150,8 @@ def main() -> None:
     ap.add_argument("--prompt", default="portable runs models on every GPU")
     ap.add_argument("--new", type=int, default=24, help="tokens to generate")
     ap.add_argument("--no-reference", action="store_true", help="skip onnxruntime (e.g. no .onnx on this host)")
+    ap.add_argument("--torch", metavar="CONFIG", help="also run PyTorch eager on the weights models/decoder.py "
+                    "builds for CONFIG (tiny|small): the GPU peer where CUDA is present")
     ap.add_argument("--json", type=Path, help="write the figures here")
     a = ap.parse_args()
     if a.model.suffix == ".onnx":
@@ -129,6 +172,12 @@ def main() -> None:
         err = max(float(np.abs(x - y).max()) for x, y in zip(ours.logits, ref.logits))
         report.update(onnxruntime_tokens_per_s=ref.tokens_per_s, same_tokens=same, max_abs_logit_error=err)
         print(f"onnxruntime CPU: {ref.tokens_per_s:.1f} tokens/s; same tokens: {same}; max |logit error| {err:.2e}")
+    if a.torch:
+        ref = generate_torch(a.torch, prompt, a.new)
+        same = ref.tokens == ours.tokens
+        err = max(float(np.abs(x - y).max()) for x, y in zip(ours.logits, ref.logits))
+        report.update(torch_tokens_per_s=ref.tokens_per_s, torch_same_tokens=same, torch_max_abs_logit_error=err)
+        print(f"PyTorch eager: {ref.tokens_per_s:.1f} tokens/s; same tokens: {same}; max |logit error| {err:.2e}")
     if a.json:
         a.json.write_text(json.dumps(report, indent=1, default=str))
 

@@ -72,6 +72,11 @@ def bench_one(peer, w: Workload, inputs: list[np.ndarray], ref: np.ndarray, iter
                 return rec
         stage = "timing"
         rec["device_ms"] = measure(prep.run_device, first_s=first, iters=iters)
+        n = prep.run_device_batch()  # also the warm-up of the batched path
+        if n:
+            batched = measure(prep.run_device_batch, first_s=rec["device_ms"]["median_ms"] * n / 1e3, iters=iters)
+            rec["kernel_ms"] = {k: round(batched[k] / n, 5) for k in ("median_ms", "min_ms", "max_ms")}
+            rec["kernel_ms"]["batch"] = n
         if getattr(peer, "host", False):
             rec["e2e_ms"] = rec["device_ms"]
         else:

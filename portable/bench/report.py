@@ -33,7 +33,9 @@ def annotate(result: dict) -> None:
         w = result["workloads"].get(r["size_class"], {}).get(r["workload"])
         if r.get("status") != "ok" or not w:
             continue
-        for key in ("device_ms", "e2e_ms"):
+        for key in ("device_ms", "e2e_ms", "kernel_ms"):
+            if not r.get(key):
+                continue
             s = r[key]["median_ms"] / 1e3
             kind = key[:-3]
             r[f"gflops_{kind}"] = round(w["flops"] / s / 1e9, 3)
@@ -66,6 +68,8 @@ def _cell(rec: dict | None, key: str = "device_ms") -> str:
     ms = _ms(rec, key)
     if ms is not None:
         return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
+    if rec.get("status") == "ok":
+        return "—"  # ran, but has no such measurement (kernel_ms: no batched path)
     return {"wrong": "WRONG", "error": "error", "timeout": "timeout", "unsupported": "n/a",
             "skipped": "skipped"}.get(rec["status"], rec["status"])
 
@@ -142,6 +146,10 @@ def markdown(result: dict) -> str:
         L.append(f"Device-only, vs {peers}:")
         L.append("")
         L += device_table(result, dev, "device_ms")
+        if any(r.get("kernel_ms") and r.get("device") == dev["uri"] for r in result["results"]):
+            L += ["", "Back to back (the plan recorded 20 times into one submission, one wait; per run: kernel time "
+                  "without the submission and completion latency; PyTorch: 20 calls, one synchronize):", ""]
+            L += device_table(result, dev, "kernel_ms")
         L += ["", "End to end (with transfers):", ""]
         L += device_table(result, dev, "e2e_ms")
         L.append("")

@@ -17,6 +17,9 @@ class Unsupported(Exception):
     """The peer has no way to run this workload (an op or dtype it lacks); only this workload skips."""
 
 
+BATCH = 20  # runs per batched submission
+
+
 class Prepared(ABC):
     """One workload loaded on one peer, inputs already resident where the peer keeps them."""
 
@@ -29,6 +32,12 @@ class Prepared(ABC):
     @abstractmethod
     def run_e2e(self, inputs: list[np.ndarray]) -> np.ndarray:
         """Host arrays in, host array out: upload, compute, download."""
+
+    def run_device_batch(self) -> int:
+        """Compute BATCH times back to back in one submission (or one stream) and wait once; returns how many
+        ran, 0 where the peer has no such path. Amortizes submission and completion latency away, so that
+        kernel speed and launch overhead show apart."""
+        return 0
 
     def device_result(self) -> np.ndarray | None:
         """The output of the device-only path (run once, then read back), so the path that is timed is

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..workloads import Workload
-from .base import Peer, Prepared, Unavailable, Unsupported
+from .base import BATCH, Peer, Prepared, Unavailable, Unsupported
 
 
 class DeviceOnly:
@@ -47,6 +47,7 @@ class DeviceOnly:
             except Exception:  # noqa: BLE001 - a backend that cannot record without copies: execute instead
                 self.recording = None
         self.plan = plan
+        self.batch = None  # the plan BATCH times in one recording, made on first use
         self.outputs = [(bufs[sid], sig) for sid, sig in exe.outputs]
 
     def result(self) -> np.ndarray:
@@ -59,7 +60,22 @@ class DeviceOnly:
         else:
             self.backend.execute(self.plan)
 
+    def run_batch(self) -> int:
+        """The plan BATCH times back to back in one recording (barriers between repeats where the plan's
+        buffers need them), one submission and one wait; 0 where the backend cannot record."""
+        if self.recording is None:
+            return 0
+        if self.batch is None:
+            from ...backend import Step
+
+            self.batch = self.backend.record([Step(*p) for p in self.plan] * BATCH, [], [])
+        self.batch.submit([]).result()
+        return BATCH
+
     def close(self) -> None:
+        if self.batch is not None:
+            self.batch.close()
+            self.batch = None
         if self.recording is not None:
             self.recording.close()
             self.recording = None
@@ -77,6 +93,9 @@ class _Prepared(Prepared):
 
     def run_device(self) -> None:
         self.device_only.run()
+
+    def run_device_batch(self) -> int:
+        return self.device_only.run_batch()
 
     def run_e2e(self, inputs: list[np.ndarray]) -> np.ndarray:
         return self.exe(*inputs)[0]

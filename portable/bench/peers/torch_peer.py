@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
-from .base import Peer, Prepared, Unavailable, Unsupported
+from .base import BATCH, Peer, Prepared, Unavailable, Unsupported
 
 
 def _function(w: Workload, torch, f16_out_dtype: bool):
@@ -68,6 +68,13 @@ class _Prepared(Prepared):
         with self.peer.torch.no_grad():
             self.fn(*self.resident)
         self.peer.sync()
+
+    def run_device_batch(self) -> int:
+        with self.peer.torch.no_grad():
+            for _ in range(BATCH):
+                self.fn(*self.resident)
+        self.peer.sync()
+        return BATCH
 
     def run_e2e(self, inputs: list[np.ndarray]) -> np.ndarray:
         with self.peer.torch.no_grad():
