@@ -19,7 +19,7 @@ from ..completion import Completer
 from ..errors import DeviceNotFound, DriverError, PortableError
 from ..executable import Kernel
 from ..memory import barriers, uses
-from . import buffers, commands, pipelines, transfers
+from . import buffers, commands, pipelines, segments, transfers
 from .buffers import Buffer, Staging
 from .commands import DescriptorArena
 from .device import Device
@@ -86,14 +86,16 @@ class _Owned:
 
 class VulkanBackend(Backend):
     """One Vulkan device ("vulkan:<index>"). validation=True enables the Khronos validation layer and
-    collects its warnings and errors in `validation_messages`."""
+    collects its warnings and errors in `validation_messages`. transfer_queue: "auto" (a dedicated transfer
+    queue where the device has a transfer-only family), "off" (one queue), "shared" (the transfer lane on the
+    compute family: the multi-queue recording on single-family drivers, for tests)."""
 
     def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 use_timeline: bool = True):
+                 use_timeline: bool = True, transfer_queue: str = "auto"):
         require_loader()
         self._own = _Owned()
         try:
-            self._open(index, validation, timeout_s, use_timeline)
+            self._open(index, validation, timeout_s, use_timeline, transfer_queue)
         except BaseException:
             self._own.release()
             raise
@@ -101,7 +103,7 @@ class VulkanBackend(Backend):
         # the device goes before the instance it was made from.
         self._finalizer = weakref.finalize(self, self._own.release)
 
-    def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool) -> None:
+    def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool, transfer_queue: str) -> None:
         own = self._own
         if validation:  # a private instance: the layer is per instance, and so is the message sink
             own.instance, own.own_instance = Instance(validation_enabled=True), True
@@ -118,7 +120,7 @@ class VulkanBackend(Backend):
             )
         pd = devices[index]
         self.info: DeviceInfo = pd.info
-        own.device = Device(pd, timeout_s, use_timeline)
+        own.device = Device(pd, timeout_s, use_timeline, transfer_queue)
         own.completer = Completer(own.device.name)
         own.staging = Staging(own.device)
         own.arena = DescriptorArena(own.device)
@@ -130,6 +132,12 @@ class VulkanBackend(Backend):
         """(queue family index in use, why it was chosen)."""
         dev = self._device()
         return dev.family, dev.family_reason
+
+    @property
+    def transfer_queue_family(self) -> tuple[int | None, str]:
+        """(queue family of the transfer lane or None when copies run on the compute queue, why)."""
+        dev = self._device()
+        return (dev.transfer.family if dev.transfer is not None else None), dev.transfer_reason
 
     @property
     def pipeline_cache_path(self) -> str:
@@ -188,6 +196,7 @@ class VulkanBackend(Backend):
         if isinstance(buffer, Buffer) and buffer.freed:
             return
         buf = self._buffer(buffer)
+        self._own.device.transfer_owned.forget(buf)
         buffers.free(self._own.device, buf)
         with self._own.lock:
             self._own.buffers.pop(id(buf), None)
@@ -202,6 +211,7 @@ class VulkanBackend(Backend):
             return
         dev, staging = self._own.device, self._own.staging
         with dev.sync_lock:  # the staging buffer is shared by every synchronous transfer
+            segments.reclaim(dev, [buf])  # a recording's output: back to the compute family first
             transfers.upload(dev, staging, buf, src)
 
     def download(self, buffer: Any, nbytes: int) -> np.ndarray:
@@ -215,6 +225,7 @@ class VulkanBackend(Backend):
             return out
         dev, staging = self._own.device, self._own.staging
         with dev.sync_lock:
+            segments.reclaim(dev, [buf])
             transfers.download(dev, staging, buf, out)
         return out
 
@@ -271,6 +282,7 @@ class VulkanBackend(Backend):
         before = barriers([uses([b.region for b in bufs], lk.kernel.access) for lk, bufs in bound])
         layouts = [lk.set_layout for lk, _ in bound if lk.set_layout is not None]
         with dev.sync_lock:  # one descriptor arena, reset per execute
+            segments.reclaim(dev, [b for _, bufs in bound for b in bufs])
             sets = self._own.arena.allocate(layouts, sum(len(b) for _, b in bound))
             commands.write_sets(dev, bound, sets)
             dev.submit(lambda cmd: commands.record_dispatches(cmd, recorded, sets, before),

@@ -129,8 +129,3 @@ def record_dispatches(cmd: Any, items: Sequence[tuple[LoadedKernel, tuple[int, i
             vk.vkCmdPushConstants(cmd, lk.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), push)
         vk.vkCmdDispatch(cmd, *grid)
     return count
-
-
-def barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
-    """A global memory barrier (public name for the replay recorder)."""
-    _barrier(cmd, src_stage, src_access, dst_stage, dst_access)

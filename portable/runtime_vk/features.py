@@ -1,5 +1,5 @@
 """Optional device features kernels may need (fp16/int8 arithmetic and storage, int64, timeline
-semaphores, the Vulkan memory model): which a device has, and the chain that enables them.
+semaphores, the Vulkan memory model, cooperative matrices): which a device has, and the chain that enables them.
 
 Each comes from a Vulkan version or, before it, from a KHR extension; one table serves both the query
 (discovery) and the enable (device creation), so the two can never disagree.
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._vk import chain, make_version, new_struct, vk
+
+EXTENSION_ONLY = make_version(1023, 0)  # "core since" of features no Vulkan version has made core
 
 # (struct, sType constant name, core since, extension before that, fields)
 _STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
@@ -24,6 +26,10 @@ _STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
     ("VkPhysicalDeviceVulkanMemoryModelFeatures",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES",
      make_version(1, 2), "VK_KHR_vulkan_memory_model", ("vulkanMemoryModel", "vulkanMemoryModelDeviceScope")),
+    # Matmuls on matrix units (compiler/coop_matrix.py): OpCooperativeMatrix*KHR in SPIR-V 1.6.
+    ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
+     EXTENSION_ONLY, "VK_KHR_cooperative_matrix", ("cooperativeMatrix",)),
 ]
 _CORE_FIELDS = ("shaderInt64", "shaderInt16", "shaderFloat64")
 V1_1 = make_version(1, 1)

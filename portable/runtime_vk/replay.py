@@ -1,8 +1,13 @@
-"""A plan recorded once into a Vulkan command buffer and replayed: descriptor sets written once, staging
+"""A plan recorded once into Vulkan command buffers and replayed: descriptor sets written once, staging
 copies in and out recorded with it, barriers only where one dispatch depends on another.
 
-One submission is one vkQueueSubmit of a prepared VkSubmitInfo (timeline wait on this recording's previous
-run, signal of a new value); a completion thread waits for the value and copies the outputs out.
+With one queue, a run is one command buffer. With a transfer lane (device.transfer), it is up to three,
+chained by timeline semaphores: copies in on the transfer queue, dispatches on the compute queue, copies out
+on the transfer queue, with queue family ownership transfers between them (segments.py says which ranges and
+why). A run's first command buffer waits for the previous run's last one (staging and buffers are reused), so
+one recording has one run in flight and successive runs of *different* recordings (frames) overlap: one frame's
+upload on the transfer queue while another computes. A completion thread waits for the last value and copies
+the outputs out.
 """
 
 from __future__ import annotations
@@ -18,19 +23,25 @@ from ..backend import Recording, Step
 from ..completion import Completer
 from ..memory import barriers, uses
 from ..memory.pool import align_up
-from . import commands, tracking
+from . import commands, segments, tracking
 from ._vk import vk
 from .buffers import Buffer, HostBuffer
-from .device import Device
+from .device import Device, Lane
 from .errors import guard
 from .timeline import SubmitTemplate
 
-_SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT if vk else 0
 _ALIGN = 64
 
 
+class _Part:
+    """One segment as recorded: its lane, command buffer, prepared submission, and the lanes it waits on."""
+
+    def __init__(self, lane: Lane, cmd: Any, template: SubmitTemplate, waits: list[Lane], after: Lane):
+        self.lane, self.cmd, self.template, self.waits, self.after = lane, cmd, template, waits, after
+
+
 class VulkanRecording(Recording):
-    """Command buffer + descriptor pool + staging area for one (plan, bound buffers); one run in flight."""
+    """Command buffers + descriptor pool + staging area for one (plan, bound buffers); one run in flight."""
 
     mode = "vulkan-replay"
 
@@ -52,10 +63,20 @@ class VulkanRecording(Recording):
         for _, n in self._downloads:
             self._out.append((off, n))
             off = align_up(off + n, _ALIGN)
+        # Buffers the compute family uses in a run, and the outputs it hands to the transfer family.
+        on_compute = [b for b, _ in self._uploads] + [b for s in steps for b in s.buffers] + \
+            [b for c in self._copies for b in c[:2]]
+        self._on_compute = list(dict.fromkeys(b.region for b in on_compute))
+        self._handed_over = [(b.region, segments.Span.of(b)) for b, n in self._downloads if n]
         self._idle = threading.Event()
         self._idle.set()
-        self.last_value = device.last_value  # everything submitted before (constants) is waited for
-        self._fence = self._pool = self._desc_pool = self._template = None
+        # The value the previous run's last command buffer signalled; the first run waits for everything
+        # submitted to the compute queue before (constants).
+        self.last_value = device.last_value
+        self._fence = self._desc_pool = None
+        self._pools: dict[str, Any] = {}
+        self._parts: list[_Part] = []
+        self.segments: list[segments.Segment] = []
         self.staging: HostBuffer | None = None
         try:
             self.staging = HostBuffer(device, off)
@@ -65,15 +86,17 @@ class VulkanRecording(Recording):
             raise
         tracking.created("recording")
 
+    @property
+    def lanes(self) -> list[str]:
+        """What each command buffer of a run is, in order: ["compute"] with one queue, else
+        ["upload", "compute", "download"] (either transfer part left out when there is nothing to copy)."""
+        return [seg.lane for seg in self.segments] if self._parts else []
+
     # ---- recording -------------------------------------------------------------------------------------
     def _build(self, steps: Sequence[Step]) -> None:
         dev = self.device
-        with guard(f"creating a command pool on {dev.name}"):
-            self._pool = vk.vkCreateCommandPool(dev.handle, vk.VkCommandPoolCreateInfo(
-                queueFamilyIndex=dev.family), None)
-            self.cmd = vk.vkAllocateCommandBuffers(dev.handle, vk.VkCommandBufferAllocateInfo(
-                commandPool=self._pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-            if dev.timeline is None:
+        if dev.timeline is None:
+            with guard(f"creating a fence on {dev.name}"):
                 self._fence = vk.vkCreateFence(dev.handle, vk.VkFenceCreateInfo(), None)
         bound = [(s.kernel, list(s.buffers)) for s in steps]
         layouts = [lk.set_layout for lk, _ in bound if lk.set_layout is not None]
@@ -92,67 +115,81 @@ class VulkanRecording(Recording):
         before = barriers(plan)
         items = [(s.kernel, tuple(int(g) for g in s.grid),
                   commands.pack_push_constants(s.push_constants) if s.push_constants else None) for s in steps]
-        with guard(f"recording a plan of {len(steps)} dispatches on {dev.name}"):
-            vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(flags=0))
-            self.barriers = self._record(items, before)
-            vk.vkEndCommandBuffer(self.cmd)
-        self._template = SubmitTemplate(self.cmd, dev.timeline)
+        transfer = dev.transfer
+        self.segments = segments.plan(
+            self.staging.handle, [(b, off, n) for (b, n), (off, _) in zip(self._uploads, self._in)],
+            [(b, off, n) for (b, n), (off, _) in zip(self._downloads, self._out)], self._copies, dev.family,
+            transfer.family if transfer is not None else None, after_earlier_work=dev.timeline is None)
+        by_name = {"compute": dev.compute, "upload": transfer, "download": dev.transfer_out}
+        lanes = [by_name[seg.lane] for seg in self.segments]
+        for i, (seg, lane) in enumerate(zip(self.segments, lanes)):
+            cmd = self._command_buffer(lane)  # pools per lane: a pool's buffers are used by one thread
+            with guard(f"recording a plan of {len(steps)} dispatches ({lane.name} part) on {dev.name}"):
+                vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=0))
+                count = segments.emit(cmd, seg.ops, lambda cmd=cmd: commands.record_dispatches(
+                    cmd, items, sets, before, after_earlier_work=False))
+                vk.vkEndCommandBuffer(cmd)
+            if any(isinstance(op, segments.Dispatches) for op in seg.ops):
+                self.barriers = count
+            # Waits: the previous part of this run, or for the first part the last part of the previous run;
+            # an upload on the transfer queue also waits for one-shot work on the compute queue (it may have
+            # used the same buffers: set_state, constants, a direct Backend.upload).
+            after = lanes[i - 1] if i else lanes[-1]
+            waits = [after]
+            if i == 0 and lane is not dev.compute and after is not dev.compute:
+                waits.append(dev.compute)
+            template = SubmitTemplate(cmd, lane.timeline, [w.timeline for w in waits]) \
+                if lane.timeline is not None else SubmitTemplate(cmd, None)
+            self._parts.append(_Part(lane, cmd, template, waits, after))
+        if lanes and lanes[-1] is not dev.compute:
+            self.last_value = 0  # a transfer-timeline value from now on (the compute one above means nothing there)
 
-    def _record(self, items: list, before: list[bool]) -> int:
-        cmd, host = self.cmd, self.staging.handle
-        stage_t, stage_c = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-        if self.device.timeline is None:  # no semaphore carries the dependency on earlier runs: a barrier does
-            commands.barrier_after_earlier_work(cmd)
-        for (buf, _), (off, n) in zip(self._uploads, self._in):
-            if n:
-                vk.vkCmdCopyBuffer(cmd, host, buf.handle, 1, [vk.VkBufferCopy(srcOffset=off, dstOffset=buf.offset,
-                                                                              size=n)])
-        if any(n for _, n in self._in):
-            commands.barrier(cmd, stage_t, vk.VK_ACCESS_TRANSFER_WRITE_BIT, stage_c | stage_t,
-                             _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT)
-        count = commands.record_dispatches(cmd, items, self._sets, before, after_earlier_work=False)
-        if self._copies:  # carried state: after every dispatch has read the old value and written the new one
-            commands.barrier(cmd, stage_c | stage_t, _SHADER_RW | vk.VK_ACCESS_TRANSFER_WRITE_BIT, stage_t,
-                             vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-            for src, dst, n in self._copies:
-                vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [vk.VkBufferCopy(
-                    srcOffset=src.offset, dstOffset=dst.offset, size=n)])
-        if any(n for _, n in self._out):
-            commands.barrier(cmd, stage_c | stage_t, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                             stage_t, vk.VK_ACCESS_TRANSFER_READ_BIT)
-            for (buf, _), (off, n) in zip(self._downloads, self._out):
-                if n:
-                    vk.vkCmdCopyBuffer(cmd, buf.handle, host, 1, [vk.VkBufferCopy(srcOffset=buf.offset,
-                                                                                  dstOffset=off, size=n)])
-            commands.barrier(cmd, stage_t, vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
-                             vk.VK_ACCESS_HOST_READ_BIT)
-        return count
+    def _command_buffer(self, lane: Lane) -> Any:
+        """A primary command buffer from this recording's pool for `lane`'s family."""
+        dev = self.device
+        with guard(f"creating a command pool on {dev.name}"):
+            pool = self._pools.get(lane.name)
+            if pool is None:
+                pool = self._pools[lane.name] = vk.vkCreateCommandPool(dev.handle, vk.VkCommandPoolCreateInfo(
+                    queueFamilyIndex=lane.family), None)
+            return vk.vkAllocateCommandBuffers(dev.handle, vk.VkCommandBufferAllocateInfo(
+                commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
 
     # ---- replay ----------------------------------------------------------------------------------------
     def submit(self, inputs: Sequence[np.ndarray]) -> Future:
-        """Copy inputs to staging, submit the recorded command buffer, return a Future of the outputs (uint8)."""
-        if self._template is None:
+        """Copy inputs to staging, submit the recorded command buffers, return a Future of the outputs (uint8)."""
+        if not self._parts:
             raise RuntimeError("this recording is closed")
         self._idle.wait()
         self._idle.clear()
+        what = f"a plan of {self.dispatches} dispatches"
+        dev = self.device
         try:
             view = self.staging.view
             for arr, (off, n) in zip(inputs, self._in):
                 if n:
                     view[off:off + n] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)[:n]
-            dev = self.device
-            if dev.timeline is not None:
-                self._template.set_wait(self.last_value)
-            value = dev.submit_recorded(self._template, f"a plan of {self.dispatches} dispatches", self._fence)
+            value = self.last_value
+            for i, part in enumerate(self._parts):
+                if dev.timeline is not None:
+                    for j, lane in enumerate(part.waits):
+                        wait = value if lane is part.after else 0
+                        if i == 0 and lane is dev.compute and part.lane is not dev.compute:
+                            wait = max(wait, dev.oneshot_value)
+                        part.template.set_wait(wait, j)
+                value = dev.submit_recorded(part.template, what, self._fence, part.lane)
+            if dev.ownership_transfers:
+                dev.transfer_owned.after_run_regions(self._on_compute, self._handed_over)
         except BaseException:
             self._idle.set()
             raise
         self.last_value = value
+        last = self._parts[-1].lane
         future: Future = Future()
         if value:
-            wait = lambda: dev.wait_value(value, f"a plan of {self.dispatches} dispatches")
+            wait = lambda: dev.wait_value(value, what, last)
         else:
-            wait = lambda: dev.wait_fence(self._fence, f"a plan of {self.dispatches} dispatches")
+            wait = lambda: dev.wait_fence(self._fence, what)
         self._completer.add(wait, self._finish, future)
         return future
 
@@ -167,8 +204,8 @@ class VulkanRecording(Recording):
         self._idle.wait()
 
     def close(self) -> None:
-        """Wait for the run in flight, then free the command buffer, descriptors and staging (idempotent)."""
-        if self._template is None and self.staging is None:
+        """Wait for the run in flight, then free the command buffers, descriptors and staging (idempotent)."""
+        if not self._parts and self.staging is None:
             return
         self._idle.wait(timeout=self.device.timeout_ns / 1e9)
         self._destroy()
@@ -176,13 +213,13 @@ class VulkanRecording(Recording):
 
     def _destroy(self) -> None:
         dev = self.device.handle
-        self._template = None
+        self._parts = []
         if self._desc_pool is not None:
             vk.vkDestroyDescriptorPool(dev, self._desc_pool, None)
             self._desc_pool = None
-        if self._pool is not None:
-            vk.vkDestroyCommandPool(dev, self._pool, None)
-            self._pool = None
+        for pool in self._pools.values():
+            vk.vkDestroyCommandPool(dev, pool, None)
+        self._pools = {}
         if self._fence is not None:
             vk.vkDestroyFence(dev, self._fence, None)
             self._fence = None

@@ -3,6 +3,7 @@ signal values are patched in place, so a replayed submission costs one driver ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DeviceLost
@@ -48,32 +49,36 @@ def wait(device: Any, semaphore: Any, target: int, timeout_ns: int, what: str) -
 
 
 class SubmitTemplate:
-    """One VkSubmitInfo for a recorded command buffer: waits on the timeline for `wait_value` (memory made
-    available by that submission becomes visible to this one), signals the value given at submit time.
-    With `semaphore` None (no timeline support) it only carries the command buffer."""
+    """One VkSubmitInfo for a recorded command buffer: waits on timeline semaphores (`waits`, by default
+    `semaphore` itself) for values set per run with set_wait (memory made available by those submissions
+    becomes visible to this one), signals `semaphore` with the value given at submit time. With `semaphore`
+    None (no timeline support) it only carries the command buffer."""
 
-    def __init__(self, cmd: Any, semaphore: Any):
+    def __init__(self, cmd: Any, semaphore: Any, waits: Sequence[Any] | None = None):
         self._cmds = vk.ffi.new("VkCommandBuffer[1]", [cmd])
         self.ptr = new_struct("VkSubmitInfo", vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
                               pCommandBuffers=self._cmds)
         if semaphore is None:
             return
-        self._sems = vk.ffi.new("VkSemaphore[1]", [semaphore])
-        self._stages = vk.ffi.new("VkPipelineStageFlags[1]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT])
-        self._wait = vk.ffi.new("uint64_t[1]", [0])
+        waits = [semaphore] if waits is None else list(waits)
+        n = len(waits)
+        self._signal_sem = vk.ffi.new("VkSemaphore[1]", [semaphore])
+        self._wait_sems = vk.ffi.new("VkSemaphore[]", waits or [semaphore])
+        self._stages = vk.ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * max(n, 1))
+        self._wait = vk.ffi.new("uint64_t[]", max(n, 1))
         self._signal = vk.ffi.new("uint64_t[1]", [0])
         self._tl = new_struct("VkTimelineSemaphoreSubmitInfo", vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                              waitSemaphoreValueCount=1, pWaitSemaphoreValues=self._wait,
+                              waitSemaphoreValueCount=n, pWaitSemaphoreValues=self._wait,
                               signalSemaphoreValueCount=1, pSignalSemaphoreValues=self._signal)
         self.ptr.pNext = self._tl
-        self.ptr.waitSemaphoreCount = 1
-        self.ptr.pWaitSemaphores = self._sems
+        self.ptr.waitSemaphoreCount = n
+        self.ptr.pWaitSemaphores = self._wait_sems
         self.ptr.pWaitDstStageMask = self._stages
         self.ptr.signalSemaphoreCount = 1
-        self.ptr.pSignalSemaphores = self._sems
+        self.ptr.pSignalSemaphores = self._signal_sem
 
-    def set_wait(self, value: int) -> None:
-        self._wait[0] = value
+    def set_wait(self, value: int, index: int = 0) -> None:
+        self._wait[index] = value
 
     def set_signal(self, value: int) -> None:
         self._signal[0] = value
