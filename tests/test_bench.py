@@ -65,3 +65,35 @@ def test_bench_reports_a_missing_device():
 
     with pytest.raises(DeviceNotFound):
         run_bench(BenchConfig(devices="vulkan:99", peers=("numpy",), sizes="tiny", log=False, chart=False))
+
+
+def test_model_workloads_build_without_torch_and_stay_out_of_exports(tmp_path):
+    """The model table builds with no torch (the ONNX file is made by the runner), and `--export --models`
+    exports nothing, saying why (ResNet-50's weights do not travel to the GPU host)."""
+    from portable.bench.cli import main
+    from portable.bench.workloads import MODEL_TABLE
+
+    assert select(None, models=True) == list(MODEL_TABLE) == ["resnet50"]
+    for sc in ("gpu", "cpu", "tiny"):
+        w = build("resnet50", sc)
+        assert w.family == "model" and w.inputs[0][0][:2] == (1, 3) and w.output[0] == (1, 1000)
+    assert build("resnet50", "gpu").label == "ResNet-50 1x3x224x224 f32"
+    assert main(["--models", "--export", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_bench_model_workload_runs_against_onnxruntime(device, tmp_path):
+    """The tiny model workload end to end: exported with torch, portable checked against onnxruntime."""
+    pytest.importorskip("torch", reason="the model workloads export from models/cv.py with PyTorch")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is the reference of the model workloads")
+    cfg = BenchConfig(devices=device, out=tmp_path, sizes="tiny", peers=("portable", "onnxruntime", "numpy"),
+                      iters=1, chart=False, command="pytest", log=False, models=True)
+    result = run_bench(cfg)
+    by_peer = {r["peer"]: r for r in result["results"]}
+    assert by_peer["portable"]["status"] == "ok", by_peer["portable"].get("error")
+    assert by_peer["portable"]["max_rel_err"] <= by_peer["portable"]["tolerance"]
+    assert by_peer["portable"]["info"]["kernels"] > 10
+    assert by_peer["onnxruntime"]["status"] == "ok"
+    assert "numpy" not in by_peer  # numpy has no form of a network; onnxruntime is the reference
+    w = result["workloads"]["tiny"]["resnet50"]
+    assert w["flops"] > 0 and w["reference"].startswith("onnxruntime")

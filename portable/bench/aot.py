@@ -23,6 +23,11 @@ from . import workloads as W
 MANIFEST = "manifest.json"
 # The NVIDIA profile compiles for GPU sizes; CPU-driver profiles for CPU sizes (to try the flow locally).
 PROFILE_SIZES = {"lavapipe": "cpu", "pocl": "cpu"}
+# Model workloads (`portable bench --models`) stay out of exports: what travels to the GPU host is limited to
+# 64 MiB, and an Executable carries the weights as constants.
+MODELS_NOT_EXPORTED = ("model workloads are not exported: ResNet-50's f32 weights (98 MiB) do not fit the 64 MiB "
+                       "that travels to the GPU host (an executable carries its weights); run `portable bench "
+                       "--models` on a host with torch and the compiler")
 # IREE 3.13 knows no Hopper Vulkan target ("sm_90"/"hopper" are rejected); "ampere" (= sm_80: subgroup 32,
 # NV cooperative matrix) is the nearest NVIDIA one. "default" = no --iree-vulkan-target flag.
 DEFAULT_IREE_TARGETS = {"nvidia": ("ampere",)}
@@ -64,9 +69,13 @@ def export(out: Path, profile_name: str = "nvidia", pattern: str | None = None, 
                        "iree": {}}
         t0 = time.perf_counter()
         try:
-            exe = compile_module(w.mlir, options, ("vulkan", "opencl"))
-            rel = f"portable/{wid}.ptx"
-            exe.save(out / rel)
+            # One executable per API: strategies may differ (cooperative matrices exist on Vulkan only).
+            entry["portable_by_api"] = {}
+            for api in ("vulkan", "opencl"):
+                exe = compile_module(w.mlir, options, (api,))
+                rel = f"portable/{wid}.{api}.ptx"
+                exe.save(out / rel)
+                entry["portable_by_api"][api] = rel
             entry["portable"] = rel
             entry["portable_kernels"] = len(exe.kernels)
             log(f"  portable {wid:22s} {len(exe.kernels)} kernel(s) in {time.perf_counter() - t0:.1f} s")

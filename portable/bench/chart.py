@@ -32,6 +32,10 @@ def plot(result: dict, path: Path) -> None:
         for col, bound in enumerate(("compute", "memory")):
             ax = axes[row][col]
             ids = [wid for wid, w in ws.items() if w["bound"] == bound]
+            if not ids:  # e.g. a models-only run: nothing memory-bound (an empty log axis cannot be drawn)
+                ax.axis("off")
+                ax.text(0.5, 0.5, f"no {bound}-bound workloads", ha="center", va="center")
+                continue
             height = 0.8 / len(peers)
             for k, (p, where) in enumerate(peers):
                 ys, xs = [], []

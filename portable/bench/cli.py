@@ -17,6 +17,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                           "write results.json, results.md and results.png. See "
                                           "portable/bench/README.md.")
     b.add_argument("--device", default="all", help="all (default) or comma-separated URIs: vulkan:0,opencl:0")
+    b.add_argument("--models", action="store_true",
+                   help="run the model workloads (ResNet-50 exported from models/cv.py to ONNX; needs torch) against "
+                        "onnxruntime and PyTorch, instead of the op workloads; default output <results dir>/models")
     b.add_argument("--filter", default=None, metavar="PATTERN",
                    help="comma-separated globs or substrings of workload ids (e.g. 'matmul*,softmax')")
     b.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -70,6 +73,11 @@ def _run(args) -> int:
         result = json.loads(Path(args.from_json).read_text())
         write_outputs(result, args.out or Path(args.from_json).parent, chart=not args.no_chart)
         return 0
+    if args.export and args.models:
+        from .aot import MODELS_NOT_EXPORTED
+
+        print(f"--models: nothing exported to {args.export}: {MODELS_NOT_EXPORTED}", file=sys.stderr)
+        return 2
     if args.export:
         from .aot import export
 
@@ -90,7 +98,7 @@ def _run(args) -> int:
                       sizes="tiny" if args.quick and args.sizes == "auto" and not args.import_dir else args.sizes,
                       peers=peers, timeout_s=args.timeout, iters=args.iters or (3 if args.quick else None),
                       import_dir=args.import_dir, iree_target=args.iree_target, max_rss_gb=args.max_rss_gb,
-                      chart=not args.no_chart,
+                      chart=not args.no_chart, models=args.models,
                       command=command, extra=extra)
     result = run_bench(cfg)
     bad = [r for r in result["results"] if r["peer"] == "portable" and r["status"] not in ("ok",)]

@@ -138,6 +138,9 @@ def markdown(result: dict) -> str:
           "onnxruntime run on the host CPU, which is the same silicon as the CPU drivers. "
           "Cells: WRONG = output differs from numpy (a failure), n/a = the peer has no form of it, "
           "— = not run."), ""]
+    refs = sorted({w["reference"] for ws in result["workloads"].values() for w in ws.values() if w.get("reference")})
+    if refs:
+        L += [f"Model workloads are checked against {', '.join(refs)} on the same ONNX file, not numpy.", ""]
     for dev in result["devices"]:
         peers = ", ".join(f"{p}" for p, _ in peers_for(result, dev))
         L.append(f"## {dev['uri']}: {dev['name']} ({dev['driver']} {dev['driver_version']}), "
@@ -147,8 +150,8 @@ def markdown(result: dict) -> str:
         L.append("")
         L += device_table(result, dev, "device_ms")
         if any(r.get("kernel_ms") and r.get("device") == dev["uri"] for r in result["results"]):
-            L += ["", "Back to back (the plan recorded 20 times into one submission, one wait; per run: kernel time "
-                  "without the submission and completion latency; PyTorch: 20 calls, one synchronize):", ""]
+            L += ["", ("Back to back (the plan recorded 20 times into one submission, one wait; per run: kernel time "
+                       "without the submission and completion latency; PyTorch: 20 calls, one synchronize):"), ""]
             L += device_table(result, dev, "kernel_ms")
         L += ["", "End to end (with transfers):", ""]
         L += device_table(result, dev, "e2e_ms")

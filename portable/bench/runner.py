@@ -47,6 +47,7 @@ class BenchConfig:
     chart: bool = True
     command: str = ""
     log: bool = True  # progress lines on stderr
+    models: bool = False  # the model table (whole networks exported from models/cv.py) instead of the op table
     extra: dict = field(default_factory=dict)
 
 
@@ -309,12 +310,16 @@ def run_bench(cfg: BenchConfig) -> dict:
     started = time.time()
     devs, failures = pick_devices(cfg)
     manifest = cfg.extra.get("manifest")
-    ids = W.select(cfg.filter)
+    if cfg.models and manifest:
+        raise ValueError("model workloads are not exported (their weights exceed what an export carries to the "
+                         "GPU host); run `portable bench --models` where torch and the compiler are installed")
+    ids = W.select(cfg.filter, models=cfg.models)
     if manifest:
         ids = [i for i in ids if i in manifest["workloads"]]
     if not ids:
-        raise ValueError(f"--filter {cfg.filter!r} matches no workload; workloads are: {', '.join(W.TABLE)}")
-    out = Path(cfg.out) if cfg.out else default_out(devs)
+        table = W.MODEL_TABLE if cfg.models else W.TABLE
+        raise ValueError(f"--filter {cfg.filter!r} matches no workload; workloads are: {', '.join(table)}")
+    out = Path(cfg.out) if cfg.out else default_out(devs) / ("models" if cfg.models else "")
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     classes = sorted({d["size_class"] for d in devs}, key=W.SIZE_CLASSES.index)
@@ -353,7 +358,13 @@ def run_bench(cfg: BenchConfig) -> dict:
             result["workloads"][sc] = {}
             items[sc] = []
             for wid in ids:
-                w = W.build(wid, sc)
+                d = work / sc / wid
+                if wid in W.MODEL_TABLE:
+                    w = _export_model(cfg, wid, sc, d, failures)
+                    if w is None:
+                        continue
+                else:
+                    w = W.build(wid, sc)
                 if manifest and manifest["workloads"][wid].get("mlir_sha") not in (None, w.mlir_sha):
                     failures.append(f"{wid}: the exported MLIR differs from this host's workload table "
                                     f"(export {manifest['workloads'][wid]['mlir_sha']}, here {w.mlir_sha})")
@@ -362,15 +373,20 @@ def run_bench(cfg: BenchConfig) -> dict:
                     "inputs": [[list(s), d] for s, d in w.inputs], "output": [list(w.output[0]), w.output[1]],
                     "flops": w.flops, "bytes": w.bytes, "bound": w.bound, "built_with": w.built_with,
                     "mlir_sha": w.mlir_sha}
-                d = work / sc / wid
-                d.mkdir(parents=True)
+                d.mkdir(parents=True, exist_ok=True)
                 xs = w.make_inputs()
-                ref = reference(w, xs)
+                if w.family == "model":  # numpy has no whole networks: onnxruntime on the same file is the reference
+                    from .model_workloads import ort_reference
+
+                    ref = ort_reference(w.onnx_path, xs[0])
+                    result["workloads"][sc][wid]["reference"] = "onnxruntime (CPUExecutionProvider)"
+                else:
+                    ref = reference(w, xs)
                 for i, x in enumerate(xs):
                     np.save(d / f"in{i}.npy", x)
                 np.save(d / "ref.npy", ref)
-                items[sc].append({"id": wid, "size_class": sc, "data_dir": str(d)})
-                if np_peer:
+                items[sc].append({"id": wid, "size_class": sc, "data_dir": str(d), "onnx": w.onnx_path})
+                if np_peer and w.family != "model":
                     rec = bench_one(np_peer, w, xs, ref, iters=cfg.iters)
                     rec["device"] = "host"
                     result["results"].append(rec)
@@ -424,6 +440,28 @@ def run_bench(cfg: BenchConfig) -> dict:
     result["wall_s"] = round(time.time() - started, 1)
     write_outputs(result, out, chart=cfg.chart, log=lambda m: _say(cfg, m))
     return result
+
+
+def _export_model(cfg: BenchConfig, wid: str, sc: str, d: Path, failures: list[str]) -> W.Workload | None:
+    """A model workload with its ONNX file (and the weights for PyTorch) exported into `d`, or None (noted in
+    `failures`) where it cannot be built here (no torch, no models/ folder)."""
+    from dataclasses import replace
+
+    from .model_workloads import ModelUnavailable, export, onnx_cost
+
+    w = W.build(wid, sc)
+    t0 = time.perf_counter()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        onnx_path, _ = export(w.params, d)
+    except ModelUnavailable as e:
+        failures.append(f"{wid}: skipped: {e}")
+        _say(cfg, f"  {wid}: skipped: {e}")
+        return None
+    flops, weight_bytes = onnx_cost(onnx_path)
+    _say(cfg, f"  {wid}: {w.label} exported to ONNX in {time.perf_counter() - t0:.1f} s "
+              f"({flops / 1e9:.2f} GFLOP, {weight_bytes / 2**20:.1f} MiB of weights)")
+    return replace(w, onnx_path=str(onnx_path), flops=flops, bytes=w.bytes + weight_bytes)
 
 
 def write_outputs(result: dict, out: Path, chart: bool = True, log=print) -> None:

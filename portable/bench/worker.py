@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(event="describe", info=desc)
     for item in job["items"]:
         emit(event="start", workload=item["id"])
-        w = build(item["id"], item["size_class"])
+        w = build(item["id"], item["size_class"], onnx_path=item.get("onnx"))
         inputs, ref = load_data(Path(item["data_dir"]), len(w.inputs))
         rec = bench_one(peer, w, inputs, ref, iters=job.get("iters"))
         emit(event="result", record=rec)

@@ -64,6 +64,20 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
     "add_64Mi": ("add", {"gpu": {"n": 64 << 20}, "cpu": {"n": 4 << 20}, "tiny": {"n": 4096}}, "float32"),
 }
 
+
+def _resnet(hw: int, width: int = 64, depths: tuple[int, ...] = (3, 4, 6, 3), block: str = "bottleneck") -> dict:
+    return {"arch": "resnet", "block": block, "depths": list(depths), "width": width, "classes": 1000, "n": 1,
+            "hw": hw}
+
+
+# Whole models (`portable bench --models`), exported from models/cv.py to ONNX at bench time (needs torch).
+# On CPU drivers the full ResNet-50 at 224x224 takes ~25 s a call on lavapipe (~3 s on PoCL), so the cpu class
+# keeps the network and its weights but feeds it 112x112 (a quarter of the work); tiny is a thin, shallow ResNet.
+MODEL_TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
+    "resnet50": ("model", {"gpu": _resnet(224), "cpu": _resnet(112), "tiny": _resnet(64, 8, (1, 1, 1, 1))},
+                 "float32"),
+}
+
 SOFTMAX_SCALE = 0.125  # 1/sqrt(64): the scaled softmax of attention with head dim 64
 LAYERNORM_EPS = 1e-5
 
@@ -84,6 +98,7 @@ class Workload:
     bound: str  # "compute" | "memory": which device peak the fraction-of-peak uses
     mlir: str = field(repr=False)
     built_with: str = "portable.Graph"
+    onnx_path: str | None = None  # model workloads: the ONNX file every peer runs (made by the runner)
 
     @property
     def label(self) -> str:
@@ -99,6 +114,10 @@ class Workload:
                     + ("" if dw else f"->{p['f']}") + f" {dt}")
         if self.family in ("softmax", "layernorm", "ew_chain"):
             return f"{self.family} {p['r']}x{p['c']} {dt}"
+        if self.family == "model":
+            name = "ResNet-50" if (p["depths"], p["width"]) == ([3, 4, 6, 3], 64) else \
+                f"ResNet {p['block']} {'-'.join(map(str, p['depths']))} width {p['width']}"
+            return f"{name} {p['n']}x3x{p['hw']}x{p['hw']} {dt}"
         n = p["n"]
         return f"add {n >> 20} Mi {dt}" if n >= 1 << 20 else f"add {n / 1024:g} Ki {dt}"
 
@@ -209,11 +228,20 @@ def _depthwise_mlir(p: dict, dtype: str) -> str:
 """
 
 
-def build(wid: str, size_class: str) -> Workload:
-    """The workload `wid` at `size_class` ("gpu" | "cpu" | "tiny")."""
-    family, sizes, dtype = TABLE[wid]
+def build(wid: str, size_class: str, onnx_path: str | None = None) -> Workload:
+    """The workload `wid` at `size_class` ("gpu" | "cpu" | "tiny"). A model workload names the ONNX file its
+    peers run (`onnx_path`, made by model_workloads.export)."""
+    family, sizes, dtype = TABLE[wid] if wid in TABLE else MODEL_TABLE[wid]
     p = dict(sizes[size_class])
     built_with = "portable.Graph"
+    if family == "model":
+        shape = (p["n"], 3, p["hw"], p["hw"])
+        ins, out = [(shape, dtype)], ((p["n"], p["classes"]), dtype)
+        # flops and weight bytes come from the exported file (model_workloads.onnx_cost), filled in by the runner
+        return Workload(id=wid, family=family, size_class=size_class, params=p, dtype=dtype, inputs=tuple(ins),
+                        output=out, flops=0.0, bytes=_nbytes(list(ins) + [out]), bound="compute",
+                        mlir="", built_with="models/cv.py -> torch.onnx.export (ONNX, BatchNorm folded)",
+                        onnx_path=onnx_path)
     if family == "matmul":
         ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype)]
         out = ((p["m"], p["n"]), "float32")
@@ -256,13 +284,15 @@ def build(wid: str, size_class: str) -> Workload:
                     built_with=built_with)
 
 
-def select(pattern: str | None) -> list[str]:
-    """Workload ids matching a comma-separated list of globs or substrings (None: all), in table order."""
+def select(pattern: str | None, models: bool = False) -> list[str]:
+    """Workload ids matching a comma-separated list of globs or substrings (None: all), in table order; from
+    the model table with `models`."""
+    table = MODEL_TABLE if models else TABLE
     if not pattern:
-        return list(TABLE)
+        return list(table)
     pats = [p.strip() for p in pattern.split(",") if p.strip()]
 
     def hit(wid: str) -> bool:
         return any(fnmatch.fnmatch(wid, p) if any(ch in p for ch in "*?[") else p in wid for p in pats)
 
-    return [w for w in TABLE if hit(w)]
+    return [w for w in table if hit(w)]

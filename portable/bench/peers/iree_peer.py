@@ -106,6 +106,9 @@ class IreePeer(Peer):
                 "iree_runtime": version("iree-base-runtime"), "mode": "vmfb import" if self.import_dir else "compile"}
 
     def prepare(self, w: Workload, inputs: list[np.ndarray]) -> Prepared:
+        if w.family == "model":
+            raise Unsupported("model workloads are ONNX files; this peer compiles the Linalg MLIR of the op "
+                              "workloads (no ONNX import here)")
         t0 = time.perf_counter()
         if self.import_dir is not None:
             entry = (self.manifest or {}).get("workloads", {}).get(w.id, {}).get("iree", {})

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
-from .base import Prepared
+from .base import Prepared, Unsupported
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -101,6 +101,8 @@ class NumpyPeer:
         return d
 
     def prepare(self, w: Workload, inputs: list[np.ndarray]) -> _Prepared:
+        if w.family == "model":
+            raise Unsupported("numpy has no form of a whole network (onnxruntime is the reference of models)")
         return _Prepared(function(w), inputs)
 
     def close(self) -> None:

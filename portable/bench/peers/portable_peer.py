@@ -143,8 +143,13 @@ class PortablePeer(Peer):
             entry = self.manifest.get("workloads", {}).get(w.id, {})
             if not entry.get("portable"):
                 raise Unsupported(f"not in the export: {entry.get('portable_error', 'no executable exported')}")
-            exe = portable.load(self.import_dir / entry["portable"], device=self.device)
+            api = self.device.split(":")[0]
+            exe = portable.load(self.import_dir / entry.get("portable_by_api", {}).get(api, entry["portable"]),
+                                device=self.device)
             source = f"loaded {entry['portable']} (profile {exe.executable.profile})"
+        elif w.family == "model":
+            exe = portable.compile(w.onnx_path, device=self.device)
+            source = "compiled here from the exported ONNX file (or from the on-disk cache)"
         else:
             exe = portable.compile(w.mlir, device=self.device)
             source = "compiled here (or from the on-disk cache)"

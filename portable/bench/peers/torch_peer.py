@@ -7,6 +7,8 @@ Device-only time = one call on resident tensors + `torch.cuda.synchronize()`; en
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
@@ -59,7 +61,13 @@ def _from_torch(w: Workload, t) -> np.ndarray:
 class _Prepared(Prepared):
     def __init__(self, peer: TorchPeer, w: Workload, inputs: list[np.ndarray]):
         self.peer, self.w = peer, w
-        self.fn = _function(w, peer.torch, peer.f16_out_dtype)
+        if w.family == "model":  # the module the ONNX file was exported from, with the same state dict
+            from ..model_workloads import WEIGHTS_FILE, load_module
+
+            self.fn = load_module(w.params, Path(w.onnx_path).parent / WEIGHTS_FILE).to(peer.device)
+            self.notes = "eager nn.Module (the one exported to ONNX), same weights"
+        else:
+            self.fn = _function(w, peer.torch, peer.f16_out_dtype)
         if w.family == "matmul" and w.dtype == "float16" and not peer.f16_out_dtype:
             self.notes = "f16 result (this torch has no torch.mm(out_dtype=)); f32 accumulation in cuBLAS"
         self.resident = _to_torch(w, inputs, peer.torch, peer.device)

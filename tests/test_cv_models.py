@@ -1,0 +1,104 @@
+"""CV models exported from their architecture definitions (models/cv.py: MobileNetV2, ResNet with basic and
+bottleneck blocks, BatchNorm with calibrated running statistics), end to end on every device against
+onnxruntime on the same weights and input, plus a bound on the number of kernels each compiles to.
+
+The .onnx files are committed (models/onnx/, regenerated with `python -m models.cv`), so no PyTorch is needed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import portable
+
+ONNX_DIR = Path(__file__).resolve().parents[1] / "models" / "onnx"
+MODELS = ["mobilenetv2_w035_96", "resnet_basic_w16_64", "resnet_bottleneck_w8_64"]
+MAX_FILE_BYTES = 1_600_000  # small enough to commit; weights inside the file
+
+# f32 tolerance: |out - ref| <= RTOL * |ref| + ATOL * max|ref|. The two sides sum convolutions in different
+# orders (and portable folds BN differently from onnxruntime), so about 1e-6 relative is expected; the
+# margin covers other drivers' FMA contraction and reduction orders.
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError as e:
+        pytest.skip(f"onnxruntime is the reference here and is not installed ({e}): pip install -e '.[test]'")
+    return onnxruntime
+
+
+def _model_path(name: str) -> Path:
+    p = ONNX_DIR / f"{name}.onnx"
+    if not p.exists():
+        pytest.fail(f"{p} is missing: regenerate the models with `python -m models.cv` (needs torch)")
+    return p
+
+
+def kernel_bound(model: onnx.ModelProto) -> int:
+    """Kernels the model should compile to at most: one per Conv, MaxPool, pooling/mean reduction and Gemm,
+    plus one per spatially padded Conv or MaxPool (the pad is a gather kernel of its own). BatchNormalization,
+    Relu, Clip (ReLU6), residual Add, Flatten and the conv and Gemm biases are fused into those kernels: an
+    extra kernel for any of them is a fusion regression."""
+    ops = Counter(n.op_type for n in model.graph.node)
+    padded = sum(1 for n in model.graph.node if n.op_type in ("Conv", "MaxPool")
+                 and any(a.name == "pads" and any(a.ints) for a in n.attribute))
+    return sum(ops[k] for k in ("Conv", "MaxPool", "GlobalAveragePool", "ReduceMean", "Gemm")) + padded
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def case(request):
+    """(name, path, input, onnxruntime output) per model, computed once."""
+    ort = _ort()
+    name = request.param
+    path = _model_path(name)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (inp,) = sess.get_inputs()
+    x = np.random.default_rng(1234).standard_normal(inp.shape, dtype=np.float32)
+    (ref,) = sess.run(None, {inp.name: x})
+    return name, path, x, ref
+
+
+def test_models_are_committable_and_input_dependent(case):
+    """Each file is small, self-contained and standard; its output really depends on its input (a network
+    whose activations die out would pass any comparison)."""
+    name, path, x, ref = case
+    assert path.stat().st_size < MAX_FILE_BYTES, f"{path} is {path.stat().st_size} bytes"
+    m = onnx.load(str(path), load_external_data=False)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+    assert {o.domain for o in m.opset_import} <= {"", "ai.onnx"} and m.opset_import[0].version >= 17
+    dims = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+    assert all(d > 0 for d in dims) and tuple(dims) == x.shape  # static shapes
+    ops = {n.op_type for n in m.graph.node}
+    assert "Conv" in ops and "Gemm" in ops
+    if name != "resnet_bottleneck_w8_64":  # exported with BatchNormalization nodes kept (the other has them folded)
+        assert "BatchNormalization" in ops
+    ort = _ort()
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    other = sess.run(None, {sess.get_inputs()[0].name: np.flip(x, axis=(2, 3)).copy() * 0.5 + 0.25})[0]
+    assert np.abs(other - ref).max() > 0.1 * np.abs(ref).max(), "the logits barely depend on the input"
+
+
+def test_model_matches_onnxruntime(device, case, record_property):
+    name, path, x, ref = case
+    exe = portable.compile(str(path), device=device)
+    try:
+        (out,) = exe(x)
+        n_kernels, n_dispatches = len(exe.executable.kernels), len(exe.executable.dispatches)
+    finally:
+        exe.close()
+    assert out.shape == ref.shape and out.dtype == np.float32
+    scale = float(np.abs(ref).max())
+    np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL * scale, err_msg=f"{name} on {device}")
+    bound = kernel_bound(onnx.load(str(path)))
+    record_property("kernels", n_kernels)
+    record_property("dispatches", n_dispatches)
+    print(f"{name} on {device}: {n_kernels} kernels, {n_dispatches} dispatches (bound {bound})")
+    assert n_kernels <= bound, f"{name} compiled to {n_kernels} kernels, more than {bound}: a fusion regression?"
+    assert n_dispatches == n_kernels  # one dispatch per kernel: nothing runs twice
