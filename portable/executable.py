@@ -21,7 +21,8 @@ import numpy as np
 
 from .errors import PackageError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: dispatches may bind byte ranges of slots (offsets, sizes)
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,20 @@ class Slot:
 
 @dataclass(frozen=True)
 class Dispatch:
+    """One kernel launch. With `offsets`/`sizes` (one per buffer argument) argument i binds `sizes[i]` bytes of
+    its slot from byte `offsets[i]` (a kernel run in chunks of a tensor larger than the device can bind);
+    without them every slot is bound whole."""
+
     kernel: int  # index into Executable.kernels
     slots: tuple[int, ...]  # slot id per buffer argument
     grid: tuple[int, int, int]  # workgroup counts
     push_constants: tuple[int, ...] = ()
+    offsets: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
+
+    def binding(self, i: int, slot_bytes: int) -> tuple[int, int]:
+        """(byte offset, bytes) of argument i in its slot."""
+        return (self.offsets[i], self.sizes[i]) if self.offsets else (0, slot_bytes)
 
 
 @dataclass
@@ -99,7 +110,9 @@ class Executable:
         """Slots, dispatches and signatures as JSON-able data (kernels and constants are stored apart)."""
         return {
             "slots": [dataclasses.asdict(s) for s in self.slots],
-            "dispatches": [dataclasses.asdict(d) for d in self.dispatches],
+            # Byte ranges only where a dispatch has them: plans without stay byte-identical to format 1.
+            "dispatches": [{k: v for k, v in dataclasses.asdict(d).items() if v or k not in ("offsets", "sizes")}
+                           for d in self.dispatches],
             "inputs": [dataclasses.asdict(s) for s in self.inputs],
             "input_slots": self.input_slots,
             "outputs": [[slot, dataclasses.asdict(sig)] for slot, sig in self.outputs],
@@ -111,16 +124,23 @@ class Executable:
         return {
             "slots": [Slot(**s) for s in m["slots"]],
             "dispatches": [Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
-                                 push_constants=tuple(d["push_constants"])) for d in m["dispatches"]],
+                                 push_constants=tuple(d["push_constants"]), offsets=tuple(d.get("offsets", ())),
+                                 sizes=tuple(d.get("sizes", ()))) for d in m["dispatches"]],
             "inputs": [TensorSig(tuple(s["shape"]), s["dtype"]) for s in m["inputs"]],
             "input_slots": list(m["input_slots"]),
             "outputs": [(slot, TensorSig(tuple(sig["shape"]), sig["dtype"])) for slot, sig in m["outputs"]],
         }
 
+    @property
+    def format_version(self) -> int:
+        """The oldest format that holds this plan: 2 only where dispatches bind byte ranges, which a reader of
+        format 1 would silently bind whole."""
+        return 2 if any(d.offsets for d in self.dispatches) else 1
+
     # ---- plain-data file format: a zip of manifest.json + kernel blobs + constants ----
     def save(self, path: str | Path) -> None:
         manifest = {
-            "format": FORMAT_VERSION,
+            "format": self.format_version,
             "target": self.target,
             "profile": self.profile,
             "source_hash": self.source_hash,
@@ -146,17 +166,18 @@ class Executable:
         try:
             with zipfile.ZipFile(path) as z:
                 manifest = json.loads(z.read("manifest.json"))
-                if manifest.get("format") != FORMAT_VERSION:
+                if manifest.get("format") not in READABLE_VERSIONS:
                     raise PackageError(
                         f"{path}: format version {manifest.get('format')!r}, this portable reads "
-                        f"{FORMAT_VERSION}; recompile the graph with this version"
+                        f"{', '.join(map(str, READABLE_VERSIONS))}; recompile the graph with this version"
                     )
                 kernels = [kernel_from_entry(e, z.read) for e in manifest["kernels"]]
                 constants = {sid: npy_load(z.read(f"constants/{sid}.npy")) for sid in manifest["constants"]}
                 plan = cls.plan_from_dict(manifest)
         except PackageError:
             raise
-        except (zipfile.BadZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError, OSError, TypeError) as e:
+        except (zipfile.BadZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError, OSError, TypeError,
+                NotImplementedError) as e:
             raise PackageError(f"{path}: not a readable portable executable ({e}); recompile and save it again") from e
         return cls(kernels=kernels, **plan, constants=constants, target=manifest["target"],
                    profile=manifest["profile"], source_hash=manifest["source_hash"])

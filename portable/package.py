@@ -27,7 +27,8 @@ from .errors import PackageError
 from .executable import Executable, kernel_entry, kernel_from_entry, npy_bytes, npy_load
 
 FORMAT = "ptpk"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a target's plan may bind byte ranges of slots (Executable format 2)
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 APIS = ("vulkan", "opencl")
 
@@ -84,7 +85,8 @@ def write(path: str | Path, executables: Sequence[tuple[Executable, dict]]) -> s
                         "profile_match": dict(profile.get("match", {})),
                         "kernels": kernels, "plan": exe.plan_dict(), "weights": weights})
     manifest = {
-        "format": FORMAT, "version": FORMAT_VERSION, "portable": __version__, "graph_hash": first.source_hash,
+        "format": FORMAT, "version": max(exe.format_version for exe, _ in executables),  # 1 unless ranges are bound
+        "portable": __version__, "graph_hash": first.source_hash,
         "inputs": [s.__dict__ | {"shape": list(s.shape)} for s in first.inputs],
         "outputs": [sig.__dict__ | {"shape": list(sig.shape)} for _, sig in first.outputs],
         "targets": targets,
@@ -141,7 +143,7 @@ class Package:
         except PackageError:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError,
-                OSError) as e:
+                OSError, NotImplementedError) as e:  # NotImplementedError: a damaged compression method field
             raise PackageError(f"{self.path}: not a readable portable package, it is truncated or corrupt ({e}); "
                                f"copy it again or rebuild it with `portable compile`") from e
         if _content_hash(self._entries, self.manifest) != self.manifest.get("content_hash"):
@@ -153,9 +155,9 @@ class Package:
         m = self.manifest
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise PackageError(f"{self.path}: not a portable package (no '{FORMAT}' manifest)")
-        if m.get("version") != FORMAT_VERSION:
+        if m.get("version") not in READABLE_VERSIONS:
             raise PackageError(f"{self.path}: package format version {m.get('version')!r}, this portable "
-                               f"({__version__}) reads version {FORMAT_VERSION}; rebuild the package with "
+                               f"({__version__}) reads versions {READABLE_VERSIONS}; rebuild the package with "
                                f"`portable compile` of this version")
 
     @property

@@ -79,6 +79,15 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         if cap:
             opts["workgroup_invocations"] = min(int(opts.get("workgroup_invocations", 64)), int(cap))
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
+    if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
+        opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
+    # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):
+    # kernels over larger tensors run in chunks (compiler/split.py); [codegen] max_bind_bytes can only lower it.
+    bind = [int(v) for v in (limits.get("max_storage_buffer_range"), limits.get("max_buffer_bytes"),
+                             opts.get("max_bind_bytes")) if v]
+    opts["max_bind_bytes"] = min(bind) if bind else 0
+    # Chunks start at multiples of this (Vulkan allows minStorageBufferOffsetAlignment up to 256 bytes).
+    opts["bind_offset_alignment"] = max(256, int(limits.get("min_storage_buffer_offset_alignment") or 0))
     # f16 arithmetic in kernels (OpenCL: cl_khr_fp16); without it f16 is storage only, math in f32.
     opts["fp16"] = bool(limits.get("fp16", False))
     # SPIR-V capabilities the device has for narrow and wide types, so such graphs compile natively.
@@ -91,5 +100,13 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
             caps.append(cap)
             if ext and ext not in exts:
                 exts.append(ext)
+    if limits.get("cooperative_matrix") and limits.get("cooperative_matrix_shapes"):
+        # Shapes the device multiplies on cooperative matrices (VK_KHR_cooperative_matrix), e.g.
+        # "16x16x16 f16*f16+f32->f32"; the compiler uses them for f16 matmuls on Vulkan.
+        opts["cooperative_matrix_shapes"] = tuple(limits["cooperative_matrix_shapes"])
+        opts["subgroup_size"] = int(limits.get("subgroup_size", 0) or 0)
+        if "CooperativeMatrixKHR" not in caps:
+            caps.append("CooperativeMatrixKHR")
+            exts.append("SPV_KHR_cooperative_matrix")
     opts["spirv_caps"], opts["spirv_exts"] = caps, exts
     return opts

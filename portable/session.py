@@ -14,7 +14,7 @@ import numpy as np
 
 from .backend import Backend, Recording, Step
 from .errors import ShapeMismatch
-from .executable import Executable, TensorSig
+from .executable import Dispatch, Executable, TensorSig
 from .memory import BufferPool, plan_buffers
 from .memory.pool import align_up
 
@@ -39,12 +39,22 @@ def check_carry(exe: Executable, carry: dict[int, int]) -> dict[int, int]:
     return out
 
 
+def bound_bytes(exe: Executable) -> dict[int, int]:
+    """slot -> the most bytes of it one dispatch binds (all of it, except where dispatches bind ranges)."""
+    out: dict[int, int] = {}
+    for d in exe.dispatches:
+        for i, sid in enumerate(d.slots):
+            out[sid] = max(out.get(sid, 0), d.binding(i, exe.slots[sid].nbytes)[1])
+    return out
+
+
 @dataclass(eq=False)
 class Frame:
     """The buffers of one run (inputs, outputs, intermediates) and the plan recorded for them."""
 
     buffers: dict[int, Any]
     owned: list[Any] = field(default_factory=list)
+    views: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # (id(buffer), offset, bytes) -> view
     recording: Recording | None = None
     nbytes: int = 0
 
@@ -68,9 +78,11 @@ class BoundExecutable:
         self.peak_device_bytes = 0  # the most it held at once (constants + every frame made)
         self._constants: dict[int, Any] = {}
         self._const_owned: list[Any] = []
+        self._bound = bound_bytes(exe)  # slot -> the most bytes of it one dispatch binds
         try:
             for sid, data in exe.constants.items():
-                buf = self._acquire(self._const_owned, exe.slots[sid].nbytes, f"constant slot {sid}")
+                buf = self._acquire(self._const_owned, exe.slots[sid].nbytes, f"constant slot {sid}",
+                                    self._bound.get(sid, 0))
                 self._constants[sid] = buf
                 backend.upload(buf, np.ascontiguousarray(data))
         except BaseException:
@@ -78,6 +90,8 @@ class BoundExecutable:
             raise
         temps = {s.id: s.nbytes for s in exe.slots if s.kind == "temp"}
         self._assignment, self._temp_sizes = plan_buffers(temps, [d.slots for d in exe.dispatches])
+        self._buffer_bytes = {s.id: self._temp_sizes[self._assignment[s.id]] if s.kind == "temp" else s.nbytes
+                              for s in exe.slots}
         self.device_bytes = self._held + self._frame_bytes()  # constants + one frame: one run's footprint
 
     # ---- memory ---------------------------------------------------------------------------------------
@@ -86,8 +100,8 @@ class BoundExecutable:
         rest = sum(align_up(max(s.nbytes, 4), a) for s in self.exe.slots if s.kind in ("input", "output"))
         return rest + sum(align_up(max(n, 4), a) for n in self._temp_sizes)
 
-    def _acquire(self, owned: list[Any], nbytes: int, name: str) -> Any:
-        buf = self.pool.acquire(nbytes, name)
+    def _acquire(self, owned: list[Any], nbytes: int, name: str, bound: int | None = None) -> Any:
+        buf = self.pool.acquire(nbytes, name, bound)
         owned.append(buf)
         self._held += align_up(max(nbytes, 4), self.pool.alignment)
         self.peak_device_bytes = max(self.peak_device_bytes, self._held)
@@ -104,14 +118,18 @@ class BoundExecutable:
                 names.setdefault(sid, f"output {k} {tuple(sig.shape)} {sig.dtype}")
             for s in exe.slots:
                 if s.kind in ("input", "output"):
-                    frame.buffers[s.id] = self._acquire(frame.owned, s.nbytes, names.get(s.id, f"slot {s.id}"))
-            shared = [self._acquire(frame.owned, n, f"intermediate buffer {i} of the plan")
+                    frame.buffers[s.id] = self._acquire(frame.owned, s.nbytes, names.get(s.id, f"slot {s.id}"),
+                                                        self._bound.get(s.id, 0))
+            shared_bound = [0] * len(self._temp_sizes)
+            for sid, i in self._assignment.items():
+                shared_bound[i] = max(shared_bound[i], self._bound.get(sid, 0))
+            shared = [self._acquire(frame.owned, n, f"intermediate buffer {i} of the plan", shared_bound[i])
                       for i, n in enumerate(self._temp_sizes)]
             for s in exe.slots:
                 if s.kind == "temp":
                     frame.buffers[s.id] = shared[self._assignment[s.id]]
-            steps = [Step(self._loaded[d.kernel], tuple(frame.buffers[s] for s in d.slots), tuple(d.grid),
-                          tuple(d.push_constants)) for d in exe.dispatches]
+            steps = [Step(self._loaded[d.kernel], self._bindings(frame, d), tuple(d.grid), tuple(d.push_constants))
+                     for d in exe.dispatches]
             carried_in = set(self.carry.values())
             uploads = [(frame.buffers[sid], sig.nbytes) for i, (sid, sig) in enumerate(zip(exe.input_slots, exe.inputs))
                        if i not in carried_in]
@@ -128,6 +146,26 @@ class BoundExecutable:
         frame.nbytes = self._held - held_before
         return frame
 
+    def _bindings(self, frame: Frame, d: Dispatch) -> tuple[Any, ...]:
+        """The buffers dispatch `d` binds: a slot's buffer, or a view of the byte range the dispatch names where
+        the buffer is larger than the device binds (a kernel run in chunks, or a small intermediate sharing a
+        large buffer)."""
+        out = []
+        for i, sid in enumerate(d.slots):
+            buf = frame.buffers[sid]
+            offset, size = d.binding(i, self.exe.slots[sid].nbytes)
+            whole = self._buffer_bytes[sid]
+            plain = not d.offsets and (not self.pool.max_range or whole <= self.pool.max_range)
+            if plain or (offset == 0 and size >= whole):  # exact ranges keep chunks of one buffer independent
+                out.append(buf)
+                continue
+            key = (id(buf), offset, size)
+            if key not in frame.views:
+                frame.views[key] = self.pool.view(buf, offset, size)
+                frame.owned.insert(0, frame.views[key])  # views go back before the buffers they are views of
+            out.append(frame.views[key])
+        return tuple(out)
+
     def _free_frame(self, frame: Frame) -> None:
         if frame.recording is not None:
             frame.recording.close()
@@ -135,6 +173,7 @@ class BoundExecutable:
         for b in frame.owned:
             self.pool.release(b)
         frame.owned.clear()
+        frame.views.clear()
 
     # ---- running --------------------------------------------------------------------------------------
     def check_inputs(self, arrays: Sequence[Any]) -> list[np.ndarray]:

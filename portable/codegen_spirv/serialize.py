@@ -29,6 +29,10 @@ def target_env_options(profile: dict) -> str:
 def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
                           dump=None, access: tuple[str, ...] = ()) -> bytes:
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
+    if "gpu.subgroup_mma" in gpu_module_asm:
+        # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
+        # devices accept: it needs Vulkan 1.3).
+        profile = dict(profile, spirv_version="v1.6")
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this

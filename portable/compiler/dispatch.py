@@ -4,18 +4,23 @@ A group is a root op (matmul, conv, reduction, elementwise, ...) plus what is fu
 the fills that produce its operands, and elementwise consumers of its result (epilogues such as
 bias + activation). Consumers are rewritten to update the root's result in place, so that tiling the last
 consumer and fusing the rest into its loops gives one kernel with no temporary buffer.
+On profiles that allow it (`row_fusion_private_bytes` on CPU drivers, `row_fusion_shared_bytes` on GPUs), a
+row chain (row_chains.py: a row reduction with the elementwise ops and reductions that consume it, such as
+softmax or layernorm) is one group, tiled by whole rows; a chain the device's memory cannot hold is not formed.
 Every op of a group is tagged `portable.op = "g<group>_<order>"`: order 0 is the op that is tiled, the rest
 are fused into it in increasing order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
 from .mlir import ir
 from .rewrites import rebuild_generic
+from .row_chains import find_chains, private_bytes, shared_bytes
 
 # Ops allowed in the function body outside linalg: they bufferize to views, constants or nothing.
 _PASSIVE = {
@@ -30,13 +35,19 @@ class Group:
     kind: OpKind
     consumers: list[ir.Operation] = field(default_factory=list)
     producers: list[ir.Operation] = field(default_factory=list)
+    # A row chain (see row_chains.py): its ops in block order, the last one tiled; kind.kind is "row".
+    chain: list[ir.Operation] = field(default_factory=list)
 
     @property
     def target(self) -> ir.Operation:
+        if self.chain:
+            return self.chain[-1]
         return self.consumers[-1] if self.consumers else self.root
 
     def fused(self) -> list[ir.Operation]:
         """Ops fused into the target's loops, in the order fusion must happen (consumers first)."""
+        if self.chain:
+            return list(reversed(self.chain[:-1])) + self.producers
         return list(reversed(self.consumers[:-1])) + ([self.root] if self.consumers else []) + self.producers
 
 
@@ -94,11 +105,53 @@ def _own_fills(op: ir.Operation) -> list[ir.Operation]:
     return fills
 
 
-def form_groups(func_op: ir.Operation) -> list[Group]:
+def _own_empty_init(op: ir.Operation) -> None:
+    """Give an op its own tensor.empty init: a fused producer that shared the tiled op's init would be made to
+    write into the kernel's output (and, given a buffer of its own, copy it there first)."""
+    init = list(op.operands)[num_inputs(op)]
+    p = _defining_op(init)
+    if p is None or p.name != "tensor.empty" or len(_uses(init)) == 1:
+        return
+    clone = p.clone(ir.InsertionPoint(op))
+    op.operation.replace_uses_of_with(init, clone.results[0])
+
+
+def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool] | None:
+    """Which row chains (row_chains.py) this profile runs as one kernel; None: none. CPU profiles run a row per
+    thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
+    over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
+    `row_fusion_shared_bytes`, with rows of at least two columns per thread and a grid the device takes.
+    Chains that do not fit keep one kernel per op."""
+    if not profile:
+        return None
+    t = int(profile.get("reduction_threads", 0))
+    if not t:
+        budget = int(profile.get("row_fusion_private_bytes", 0))
+        return (lambda chain: private_bytes(chain) <= budget) if budget else None
+    shared = int(profile.get("row_fusion_shared_bytes", 0))
+    if not shared:
+        return None
+    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+
+    def fits(chain: list[ir.Operation]) -> bool:
+        ranges = classify(chain[-1]).ranges
+        rows = list(ranges[:-1])
+        grid_ok = len(rows) <= 3 and all(r <= m for r, m in zip(reversed(rows), max_count))
+        return grid_ok and ranges[-1] >= 2 * t and shared_bytes(chain, t) <= shared
+
+    return fits
+
+
+def form_groups(func_op: ir.Operation, profile: dict | None = None) -> list[Group]:
     """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them."""
     block = func_op.regions[0].blocks[0]
     groups: list[Group] = []
     group_of_result: dict[str, Group] = {}  # result name -> group whose last op produced it
+    # Row chains, found before any op is rewritten; ops are compared by identity (their hash follows their
+    # contents, which fusing fills changes).
+    fits = _row_chain_fits(profile)
+    chains = find_chains(func_op, fits) if fits else []
+    chain_group: dict[int, Group] = {}
 
     def key(v: ir.Value) -> str:
         return v.get_name()
@@ -115,6 +168,17 @@ def form_groups(func_op: ir.Operation) -> list[Group]:
         kind = classify(op)
         if kind.kind == "fill":
             continue  # fused into the op that consumes it
+        chain = next((c for c in chains if any(op.operation == x for x in c)), None)
+        if chain is not None:
+            if id(chain) not in chain_group:
+                t = classify(chain[-1])
+                chain_group[id(chain)] = Group(index=len(groups), root=chain[0], chain=chain,
+                                               kind=OpKind("row", t.ranges, t.iterators, t.gathers))
+                groups.append(chain_group[id(chain)])
+            chain_group[id(chain)].producers.extend(_own_fills(op))
+            if not any(op.operation == x for x in chain[-1:]):
+                _own_empty_init(op)
+            continue
         if not kind.ranges:
             raise UnsupportedOp(f"linalg op with dynamic shapes is not supported yet: {str(op).splitlines()[0][:200]}")
         # An elementwise op whose input is the sole use of a group's result joins that group in place.

@@ -238,5 +238,6 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
         if op.name == "linalg.generic":
             conv_to_im2col_matmul(op, max_bytes)
     for op in list(func_op.regions[0].blocks[0].operations):  # pads the gathers now read through
-        if op.name in ("tensor.pad", "linalg.generic") and not list(op.results[0].uses):
+        # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
+        if op.name in ("tensor.pad", "linalg.generic") and not any(list(r.uses) for r in op.results):
             op.erase()

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import dispatch, gathers, plan, rewrites, strategy, transform_script
+from . import coop_matrix, dispatch, gathers, plan, rewrites, split, strategy, transform_script
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
@@ -85,10 +85,16 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
-        groups = dispatch.form_groups(public_func(module))
+        groups = dispatch.form_groups(public_func(module), profile)
+        # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
+        groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
+                                            int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
         strategies = []
         for g in groups:
             t = classify(g.target)
+            if coop_matrix.eligible(g, profile, targets):
+                strategies.append(strategy.Strategy((*coop_matrix.WG_TILE, 0), (0, 0, 0), coop=True))
+                continue
             strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind))
         dump("dispatch", str(module))
         script = transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups])
@@ -103,14 +109,19 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
                 op.operation.erase()
         del module.operation.attributes["transform.with_named_sequence"]
         _run(module, OUTLINE, "outline", dump)
+        if any(s.coop for s in strategies):
+            _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
         builder = plan.PlanBuilder(module, public_func(module))
         builder.build()
+        if splits and len(builder.launches) != len(groups):
+            raise CompileError(f"{len(groups)} dispatch groups became {len(builder.launches)} kernel launches; "
+                               f"the plan of kernels run in chunks needs one launch per group", stage="plan")
         kernels, index = _codegen(module, profile, targets, dump)
     exe = Executable(
         kernels=kernels,
         slots=builder.slots,
-        dispatches=plan.dispatches(builder, index),
+        dispatches=plan.dispatches(builder, index, splits),
         inputs=builder.inputs,
         input_slots=builder.input_slots,
         outputs=builder.outputs,
@@ -129,33 +140,6 @@ def _check_signature(fn: ir.Operation) -> None:
             raise UnsupportedOp(f"function arguments and results must be statically shaped tensors, got {t}")
 
 
-_READS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0, "vector.maskedload": 0,
-          "vector.gather": 0}
-_WRITES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1, "vector.maskedstore": 1,
-           "vector.scatter": 1}
-
-
-def _kernel_access(func_op: ir.Operation) -> tuple[str, ...]:
-    """Per buffer argument: 'r', 'w' or 'rw'. Any use other than a known load or store (a view, an atomic,
-    a call) counts as both, so a label is never narrower than the truth: the runtime places barriers and
-    SPIR-V marks buffers NonWritable from it."""
-    args = list(func_op.regions[0].blocks[0].arguments)
-    access = [set() for _ in args]
-    for i, a in enumerate(args):
-        if not isinstance(a.type, ir.MemRefType):
-            continue
-        for use in a.uses:
-            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-            n = use.operand_number
-            if _READS.get(op.name) == n:
-                access[i].add("r")
-            elif _WRITES.get(op.name) == n:
-                access[i].add("w")
-            else:
-                access[i].update("rw")
-    return tuple(("r" if "r" in s else "") + ("w" if "w" in s else "") or "r" for s in access)
-
-
 def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper):
     from ..codegen_spirv import disassemble, spirv_from_gpu_module
 
@@ -169,7 +153,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         fname = ir.StringAttr(fn.attributes["sym_name"]).value
         wg = tuple(int(x) for x in ir.DenseI32ArrayAttr(fn.attributes["known_block_size"]))
         nargs = len(fn.regions[0].blocks[0].arguments)
-        access = _kernel_access(fn.operation)
+        access = plan.kernel_access(fn.operation)
         spirv = opencl = None
         asm = str(gm)
         if "vulkan" in targets:

@@ -1,4 +1,8 @@
-"""Reads the host function left after outlining (allocs, views, gpu.launch_func, return) into a plan."""
+"""Reads the host function left after outlining (allocs, views, gpu.launch_func, return) into a plan.
+
+A dispatch binds each kernel argument to a slot: whole, or (for kernels run in chunks, see split.py) a byte
+range of it, which the runtime binds as a view of the slot's buffer.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,47 @@ def memref_sig(t: ir.Type) -> TensorSig:
     if not mt.has_static_shape:
         raise CompileError(f"dynamic shape {t} reached the plan; only static shapes are compiled", stage="plan")
     return TensorSig(tuple(int(d) for d in mt.shape), numpy_dtype(mt.element_type))
+
+
+def reach_bytes(t: ir.Type) -> int:
+    """Bytes from the start of its buffer that a (static, possibly strided) memref can touch."""
+    mt = ir.MemRefType(t)
+    strides, offset = mt.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if offset == dynamic or dynamic in strides:
+        raise CompileError(f"a kernel argument {t} has a dynamic layout; only static views are compiled", stage="plan")
+    shape = list(mt.shape)
+    if any(d == 0 for d in shape):
+        return 0
+    span = offset + 1 + sum((d - 1) * st for d, st in zip(shape, strides))
+    return span * np.dtype(numpy_dtype(mt.element_type)).itemsize
+
+
+_READS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0, "vector.maskedload": 0,
+          "vector.gather": 0}
+_WRITES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1, "vector.maskedstore": 1,
+           "vector.scatter": 1}
+
+
+def kernel_access(func_op: ir.Operation) -> tuple[str, ...]:
+    """Per buffer argument: 'r', 'w' or 'rw'. Any use other than a known load or store (a view, an atomic,
+    a call) counts as both, so a label is never narrower than the truth: the runtime places barriers and
+    SPIR-V marks buffers NonWritable from it."""
+    args = list(func_op.regions[0].blocks[0].arguments)
+    access = [set() for _ in args]
+    for i, a in enumerate(args):
+        if not isinstance(a.type, ir.MemRefType):
+            continue
+        for use in a.uses:
+            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            n = use.operand_number
+            if _READS.get(op.name) == n:
+                access[i].add("r")
+            elif _WRITES.get(op.name) == n:
+                access[i].add("w")
+            else:
+                access[i].update("rw")
+    return tuple(("r" if "r" in s else "") + ("w" if "w" in s else "") or "r" for s in access)
 
 
 def _const_int(v: ir.Value) -> int:
@@ -59,6 +104,9 @@ class PlanBuilder:
         self.slot_of: dict[str, int] = {}
         self.constants: dict[int, np.ndarray] = {}
         self.launches: list[tuple[str, tuple[int, ...], tuple[int, int, int]]] = []  # (kernel symbol, slots, grid)
+        self.reach: list[tuple[int, ...]] = []  # per launch, per argument: bytes from its slot's start it can touch
+        self.writes: list[tuple[int, ...]] = []  # per launch: the slots its kernel writes
+        self._reach: dict[str, int] = {}  # value name -> reach_bytes of a view of a slot
         self.inputs: list[TensorSig] = []
         self.input_slots: list[int] = []
         self.outputs: list[tuple[int, TensorSig]] = []
@@ -87,8 +135,9 @@ class PlanBuilder:
                 continue
             if name == "memref.alloc":
                 self._new_slot(op.results[0], "temp")
-            elif name in _VIEWS:
+            elif name in _VIEWS or name == "memref.subview":
                 self.slot_of[op.results[0].get_name()] = self._slot(op.operands[0])
+                self._reach[op.results[0].get_name()] = reach_bytes(op.results[0].type)
             elif name == "memref.get_global":
                 sig = memref_sig(op.results[0].type)
                 sid = self._new_slot(op.results[0], "constant")
@@ -125,8 +174,67 @@ class PlanBuilder:
                 raise CompileError(f"kernel takes a scalar computed on the host ({a.type}); not supported yet",
                                    stage="plan")
         sym = ir.SymbolRefAttr(op.attributes["kernel"])
-        self.launches.append((str(sym), tuple(self._slot(a) for a in args), grid))
+        slots = tuple(self._slot(a) for a in args)
+        self.launches.append((str(sym), slots, grid))
+        self.reach.append(tuple(self._reach.get(a.get_name(), self.slots[s].nbytes) for a, s in zip(args, slots)))
+        access = kernel_access(self._kernel(str(sym)))
+        self.writes.append(tuple(dict.fromkeys(s for s, a in zip(slots, access) if "w" in a)))
+
+    def _kernel(self, sym: str) -> ir.Operation:
+        """The gpu.func named `@module::@func`."""
+        mod, fn = (part.lstrip("@") for part in sym.split("::"))
+        for gm in self.module.body.operations:
+            if gm.operation.name == "gpu.module" and ir.StringAttr(gm.attributes["sym_name"]).value == mod:
+                for f in gm.regions[0].blocks[0].operations:
+                    if f.operation.name == "gpu.func" and ir.StringAttr(f.attributes["sym_name"]).value == fn:
+                        return f.operation
+        raise CompileError(f"kernel {sym} launched by the host is not in the module", stage="plan")
 
 
-def dispatches(builder: PlanBuilder, kernel_index: dict[str, int]) -> list[Dispatch]:
-    return [Dispatch(kernel=kernel_index[sym], slots=slots, grid=grid) for sym, slots, grid in builder.launches]
+def dispatches(builder: PlanBuilder, kernel_index: dict[str, int], splits: dict | None = None) -> list[Dispatch]:
+    """The plan's dispatches; a launch of a split group (`splits[i]`, split.Split, launch i = group i) becomes
+    one dispatch per chunk, binding the buffers it reads and writes in chunks at the chunk's byte range."""
+    out: list[Dispatch] = []
+    for j, (sym, slots, grid) in enumerate(builder.launches):
+        s = (splits or {}).get(j)
+        if s is None:
+            out.append(Dispatch(kernel=kernel_index[sym], slots=slots, grid=grid))
+            continue
+        row_bytes = _chunked_slots(builder, j, s)
+        for start in s.starts:
+            offsets, sizes = [], []
+            for sid, reach in zip(slots, builder.reach[j]):
+                whole = builder.slots[sid].nbytes
+                if sid not in row_bytes:
+                    offsets.append(0)
+                    sizes.append(whole)
+                    continue
+                rb = row_bytes[sid]
+                if reach < s.rows * rb or (start + s.rows) * rb > whole:
+                    raise CompileError(f"launch {j} ({sym}) binds {reach} bytes of slot {sid} where a chunk of "
+                                       f"{s.rows} rows x {rb} bytes was planned", stage="plan")
+                offsets.append(start * rb)
+                sizes.append(s.rows * rb)
+            out.append(Dispatch(kernel=kernel_index[sym], slots=slots, grid=grid, offsets=tuple(offsets),
+                                sizes=tuple(sizes)))
+    return out
+
+
+def _chunked_slots(builder: PlanBuilder, j: int, s) -> dict[int, int]:
+    """slot -> bytes per row for the buffers launch j binds in chunks."""
+    if len(builder.launches) <= max([j] + [g for kind, groups, _ in s.chunked if kind == "written" for g in groups]):
+        raise CompileError(f"{len(builder.launches)} kernel launches do not match the dispatch groups", stage="plan")
+    found: dict[int, int] = {}
+    for kind, groups, rb in s.chunked:
+        if kind == "input":
+            sids = [builder.input_slots[groups[0]]]
+        else:
+            writers = groups if kind == "written" else (j,)
+            sids = [w for g in writers for w in builder.writes[g]]
+            if len(sids) != len(writers):
+                raise CompileError(f"launch {j}: the kernels {writers} that make a buffer read in chunks write "
+                                   f"{len(sids)} buffers; cannot tell which one is chunked", stage="plan")
+        for sid in sids:
+            if found.setdefault(sid, rb) != rb:
+                raise CompileError(f"launch {j}: slot {sid} is bound in chunks of two sizes", stage="plan")
+    return found

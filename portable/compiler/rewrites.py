@@ -54,6 +54,18 @@ def _reassociation(rank: int) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in g]) for g in groups])
 
 
+def _shift_index_ops(block: ir.Block) -> None:
+    """linalg.index d -> linalg.index d + 1 in a body whose loops got a new leading one."""
+    i64 = ir.IntegerType.get_signless(64)
+    for o in block.operations:
+        if o.operation.name == "linalg.index":
+            dim = ir.IntegerAttr(o.operation.attributes["dim"]).value
+            o.operation.attributes["dim"] = ir.IntegerAttr.get(i64, dim + 1)
+        for r in o.operation.regions:
+            for b in r.blocks:
+                _shift_index_ops(b)
+
+
 def expand_rank0_reduction(op: ir.Operation) -> None:
     """A linalg.generic with only reduction loops (a full reduction, to a 0-d or all-ones tensor) gets a
     leading unit parallel loop and output dim, so it maps to a workgroup like every other op."""
@@ -78,6 +90,7 @@ def expand_rank0_reduction(op: ir.Operation) -> None:
     its = ["parallel"] + iterator_types(op)
     nargs = len(op.regions[0].blocks[0].arguments)
     new = rebuild_generic(op, list(op.operands)[:nin], [new_init], maps, its, list(range(nargs)), [t1])
+    _shift_index_ops(new.regions[0].blocks[0])  # loop d is now loop d + 1 (a gather's linalg.index reads it)
     with ir.InsertionPoint(op), op.location:
         back = tensor.CollapseShapeOp(init.type, new.results[0], reassoc).result
     op.results[0].replace_all_uses_with(back)

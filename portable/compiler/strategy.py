@@ -24,9 +24,15 @@ class Strategy:
     # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
     # combining partials through workgroup memory (0 = each thread reduces whole rows).
     reduce_threads: int = 0
+    # Cooperative-matrix matmul (coop_matrix.py): one 16x16 tile per subgroup, workgroup size from there.
+    coop: bool = False
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
+        if self.coop:
+            from .coop_matrix import WORKGROUP_SIZE
+
+            return WORKGROUP_SIZE
         if self.reduce_threads:
             return (self.reduce_threads, 1, 1)
         dims = [t for t in self.threads if t]
@@ -59,6 +65,13 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if kind.kind in ("matmul", "conv"):
         invocations = int(profile.get("matmul_workgroup_invocations", invocations))
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    if kind.kind == "row":
+        # A row chain (dispatch.py): threads take whole rows; the column loop and unit row loops stay whole.
+        par = [d for d in range(len(kind.ranges) - 1) if kind.ranges[d] > 1] or [len(kind.ranges) - 2]
+    if kind.kind == "row" and int(profile.get("reduction_threads", 0)):
+        # A row chain on a GPU profile: one workgroup per row, its threads sharing each op of the chain.
+        tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
+        return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=int(profile["reduction_threads"]))
     wg_red = _workgroup_reduction(kind, root, profile)
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)

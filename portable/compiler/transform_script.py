@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from . import coop_matrix
 from .dispatch import Group
+from .linalg_info import classify
 from .strategy import Strategy
 
 
@@ -40,7 +42,11 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             emit(f"    %wp{k}_{j}, %wc{k}_{j} = transform.structured.fuse_into_containing_op %p{k}_{j} into {cont} "
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
-        if s.reduce_threads:
+        if s.coop:
+            coop_matrix.emit_subgroup_tiles(emit, k, len(fused))
+        elif g.chain and s.reduce_threads:
+            _row_chain_workgroup(emit, g, s, len(fused))
+        elif s.reduce_threads:
             _workgroup_reduction(emit, g, s, len(fused))
         else:
             _threads(emit, g, s, len(fused))
@@ -55,7 +61,18 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
     if any(s.vectorize for s in strategies):
         # Canonical 1-d vector transfers; each target lowers them its own way (codegen_spirv unrolls them to
         # scalar accesses: pointer bitcasts to vectors are invalid in Vulkan's logical addressing).
-        emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
+        # Cooperative-matrix groups keep their contracts for convert-vector-to-gpu: then only the other
+        # groups' workgroup loops get these patterns.
+        if any(s.coop for s in strategies):
+            targets = []
+            for g, s in zip(groups, strategies):
+                if s.vectorize and not s.coop:
+                    emit(f"    %bv{g.index} = transform.structured.match attributes{{portable.wg{g.index}}} in %b "
+                         f": ({any_op}) -> {any_op}")
+                    targets.append(f"%bv{g.index}")
+        else:
+            emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
+            targets = ["%bf"]
         # Separate rounds: some of these sets undo each other's forms and never reach a fixed point together.
         for stage in (("vector.cast_away_vector_leading_one_dim", "canonicalization"),
                       ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
@@ -63,10 +80,11 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                       ("vector.transfer_permutation_patterns", "vector.lower_broadcast", "canonicalization"),
                       ("vector.cast_away_vector_leading_one_dim", "vector.drop_unit_dims_with_shape_cast",
                        "canonicalization")):
-            emit("    transform.apply_patterns to %bf {")
-            for p in stage:
-                emit(f"      transform.apply_patterns.{p}")
-            emit(f"    }} : {any_op}")
+            for t in targets:
+                emit(f"    transform.apply_patterns to {t} {{")
+                for p in stage:
+                    emit(f"      transform.apply_patterns.{p}")
+                emit(f"    }} : {any_op}")
     for g, s in zip(groups, strategies):
         k = g.index
         wx, wy, wz = s.workgroup_size
@@ -81,8 +99,9 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             grid = f" grid_dims = [{blocks}, 1, 1]"
         emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch{grid} : ({any_op}) -> {any_op}")
         sync = "true" if s.reduce_threads else "false"
+        warp = f" warp_size = {coop_matrix.SUBGROUP}" if s.coop else ""
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
-             f"sync_after_distribute = {sync} : ({any_op}) -> {any_op}")
+             f"sync_after_distribute = {sync}{warp} : ({any_op}) -> {any_op}")
     emit("    transform.yield")
     emit("  }")
     emit("}")
@@ -173,3 +192,61 @@ def _workgroup_reduction(emit, g: Group, s: Strategy, nfused: int) -> None:
         emit(f"    %cp{k}_{j}, %cc{k}_{j} = transform.structured.fuse_into_containing_op {h} into {cont} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
         cont = f"%cc{k}_{j}"
+
+
+def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
+    """A row chain on one workgroup per row, op by op in order: elementwise ops split the row over the threads
+    into a workgroup-memory row; reductions reduce per-thread partials in workgroup memory, combined on one
+    thread into a workgroup-memory result that every thread then reads (a barrier follows each step)."""
+    any_op = "!transform.any_op"
+    k = g.index
+    t = s.reduce_threads
+    block = f"%wc{k}_{nfused}" if nfused else f"%wf{k}"
+    # Producers fused for several users are identical clones: one of each remains.
+    emit(f"    transform.apply_cse to {block} : {any_op}")
+    emit(f"    transform.apply_patterns to {block} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+    n = len(g.chain)
+    for i, op in enumerate(g.chain):
+        tag = 0 if i == n - 1 else n - 1 - i
+        h = f"%rc{k}_{i}"
+        emit(f'    {h} = transform.structured.match attributes{{portable.op = "g{k}_{tag}"}} in {block} '
+             f": ({any_op}) -> {any_op}")
+        info = classify(op)
+        nloops = len(info.ranges)
+        last = i == n - 1
+        if info.kind == "elementwise":
+            nts = ", ".join(str(t) if d == nloops - 1 else "0" for d in range(nloops))
+            emit(f"    %re{k}_{i}, %ref{k}_{i} = transform.structured.tile_using_forall {h} num_threads [{nts}] "
+                 f"(mapping = [#gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+            if not last:
+                emit(f"    %rb{k}_{i}, %rn{k}_{i} = transform.structured.bufferize_to_allocation %ref{k}_{i} "
+                     f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")
+            continue
+        one = ", ".join("1" if d == nloops - 1 else "0" for d in range(nloops))
+        # Per-thread partials in workgroup memory; past a subgroup's worth, the partials are reduced the same way
+        # once more (a two-level tree), so the serial combine is short.
+        src = h
+        for lvl, nt in enumerate([t] + ([32] if t > 32 else [])):
+            nts = ", ".join(str(nt) if d == nloops - 1 else "0" for d in range(nloops))
+            emit(f"    %rf{k}_{i}_{lvl}, %rp{k}_{i}_{lvl}, %rcb{k}_{i}_{lvl}, %rl{k}_{i}_{lvl} = "
+                 f"transform.structured.tile_reduction_using_forall {src} by num_threads = [{nts}] "
+                 f"tile_sizes = [{one}] mapping = [#gpu.thread<x>] "
+                 f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})")
+            ones = ", ".join(["1"] * (nloops - 1) + [str(nt)])
+            emit(f"    %rft{k}_{i}_{lvl}, %rff{k}_{i}_{lvl} = transform.structured.tile_using_forall %rf{k}_{i}_{lvl} "
+                 f"num_threads [{ones}] (mapping = [{_mapping('thread', nloops)}]) : ({any_op}) -> ({any_op}, {any_op})")
+            emit(f"    %rpb{k}_{i}_{lvl}, %rpn{k}_{i}_{lvl} = transform.structured.bufferize_to_allocation "
+                 f"%rff{k}_{i}_{lvl} {{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} "
+                 f": {any_op}")
+            src = f"%rcb{k}_{i}_{lvl}"
+        emit(f"    %rcb{k}_{i} = transform.merge_handles {src} : {any_op}")
+        # The combine, and the init it starts from, on one thread.
+        single = ", ".join(["1"] * (nloops - 1))
+        emit(f"    %rcp{k}_{i} = transform.get_producer_of_operand %rcb{k}_{i}[1] : ({any_op}) -> {any_op}")
+        emit(f"    %rct{k}_{i}, %rcf{k}_{i} = transform.structured.tile_using_forall %rcb{k}_{i} num_threads [{single}] "
+             f"(mapping = [{_mapping('thread', nloops - 1)}]) : ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    %rci{k}_{i}, %rcc{k}_{i} = transform.structured.fuse_into_containing_op %rcp{k}_{i} into %rcf{k}_{i} "
+             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        if not last:
+            emit(f"    %rcr{k}_{i}, %rcn{k}_{i} = transform.structured.bufferize_to_allocation %rcc{k}_{i} "
+                 f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")

@@ -101,6 +101,7 @@ class BufferPool:
         self.block_bytes = min(block_bytes, self.max_block) if self.max_block else block_bytes
         self._blocks: list[_Block] = []
         self._leases: dict[int, _Lease] = {}  # id(view) -> lease
+        self._views: dict[int, _Lease] = {}  # id(view from view()) -> the lease it is a view of
         self._lock = threading.Lock()
         self.allocations = 0
         self.live_bytes = 0
@@ -111,23 +112,29 @@ class BufferPool:
         """Bytes of device memory the pool holds (blocks), used or not."""
         return sum(b.ranges.size for b in self._blocks)
 
-    def check_limits(self, nbytes: int, name: str = "") -> None:
-        """OutOfDeviceMemory naming the buffer, its size and the limit it exceeds."""
+    def check_limits(self, nbytes: int, name: str = "", bound: int | None = None) -> None:
+        """OutOfDeviceMemory naming the buffer, its size and the limit it exceeds. `bound`: the most bytes of it
+        one kernel binds (plans that run a kernel in chunks bind views of a larger buffer); default all."""
         what = f"buffer {name!r}" if name else "a buffer"
-        for limit, label in (
-            (self.max_range, "the largest buffer a kernel can bind (Vulkan maxStorageBufferRange)"),
-            (self.max_block, "the largest single allocation (maxMemoryAllocationSize / CL_DEVICE_MAX_MEM_ALLOC_SIZE)"),
+        bound = nbytes if bound is None else bound
+        for size, limit, label, advice in (
+            (bound, self.max_range, "the largest buffer a kernel can bind (Vulkan maxStorageBufferRange)",
+             "compile the graph for this device (its kernels then run in chunks where they can), "),
+            (nbytes, self.max_block,
+             "the largest single allocation (maxMemoryAllocationSize / CL_DEVICE_MAX_MEM_ALLOC_SIZE)", ""),
         ):
-            if limit and nbytes > limit:
+            if limit and size > limit:
+                part = "" if size == nbytes else f" bound at once (of {nbytes})"
                 raise OutOfDeviceMemory(
-                    f"{what} needs {nbytes} bytes ({nbytes / _MIB:.1f} MiB), above {label} = {limit} bytes "
-                    f"({limit / _MIB:.1f} MiB) of {self._device_name}; split the tensor (e.g. a smaller batch) "
-                    f"or use a device with a larger limit")
+                    f"{what} needs {size} bytes ({size / _MIB:.1f} MiB){part}, above {label} = {limit} bytes "
+                    f"({limit / _MIB:.1f} MiB) of {self._device_name}; {advice}split the tensor (e.g. a smaller "
+                    f"batch) or use a device with a larger limit")
 
-    def acquire(self, nbytes: int, name: str = "") -> Any:
-        """A buffer of at least `nbytes` bytes; raises OutOfDeviceMemory past the device's limits."""
+    def acquire(self, nbytes: int, name: str = "", bound: int | None = None) -> Any:
+        """A buffer of at least `nbytes` bytes; raises OutOfDeviceMemory past the device's limits. `bound`: the
+        most bytes of it a kernel binds at once (see check_limits); bind larger buffers through view()."""
         nbytes = max(int(nbytes), 4)
-        self.check_limits(nbytes, name)
+        self.check_limits(nbytes, name, bound)
         with self._lock:
             for block in self._blocks:
                 off = block.ranges.alloc(nbytes)
@@ -153,12 +160,35 @@ class BufferPool:
             self._leases[id(view)] = _Lease(block, off, nbytes, name)
         return view
 
-    def release(self, view: Any) -> None:
-        """Return a buffer from acquire(); its range can be handed out again at once."""
+    def view(self, buffer: Any, offset: int, nbytes: int) -> Any:
+        """A view of `nbytes` of a buffer from acquire(), at byte `offset` in it: what a dispatch binds when it
+        runs on a range of the buffer. Views of one block are made from the block, so the runtimes see their
+        real place in it (hazard tracking compares regions of a block). Give it back with release()."""
         with self._lock:
-            lease = self._leases.pop(id(view))
+            lease = self._leases[id(buffer)]
+        offset, nbytes = int(offset), max(int(nbytes), 4)
+        if offset < 0 or offset + nbytes > align_up(lease.nbytes, 4):
+            raise ValueError(f"a view of {nbytes} bytes at +{offset} does not fit buffer {lease.name!r} of "
+                             f"{lease.nbytes} bytes")
+        start = lease.offset + offset
+        if start % self.alignment:
+            raise OutOfDeviceMemory(
+                f"a kernel binds buffer {lease.name!r} at byte {offset}, not a multiple of the {self.alignment}-byte "
+                f"binding alignment of {self._device_name}; recompile the graph for this device")
+        self.check_limits(lease.nbytes, lease.name, nbytes)
+        sub = self._source.view(lease.block.handle, start, nbytes)
+        with self._lock:
+            self._views[id(sub)] = lease
+        return sub
+
+    def release(self, view: Any) -> None:
+        """Return a buffer from acquire() (its range can be handed out again at once) or a view from view()."""
+        with self._lock:
+            is_view = self._views.pop(id(view), None) is not None
+            lease = None if is_view else self._leases.pop(id(view))
         self._source.free(view)
-        self._give_back(lease)
+        if lease is not None:
+            self._give_back(lease)
 
     def _give_back(self, lease: _Lease) -> None:
         with self._lock:

@@ -1,0 +1,100 @@
+"""Matmuls on cooperative matrices (VK_KHR_cooperative_matrix), where the device profile lists the shape.
+
+The strategy is upstream MLIR end to end: the workgroup tile is split among subgroups (`#gpu.warp` mapping),
+each subgroup's 16x16 output tile is vectorized over a K loop of 16 into a `vector.contract` whose f16
+operands keep their type (`fold_arith_extension`), the accumulator is hoisted into the loop's iter_args, and
+after outlining `convert-vector-to-gpu` turns the contract into `gpu.subgroup_mma_*` ops, which
+`convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. OpenCL C has no such types, so this is a Vulkan-only
+strategy: a graph compiled for both targets keeps the register-blocked FMA strategy.
+
+Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
+result, no fused epilogue, m and n multiples of the workgroup tile, k a multiple of 16.
+"""
+
+from __future__ import annotations
+
+from .linalg_info import iterator_types, num_inputs
+from .mlir import ir
+
+MMA = 16  # the M = N = K of the one shape used: every listed device has 16x16x16 for f16
+WG_TILE = (64, 64)  # outputs per workgroup: 4 x 4 subgroups of one 16x16 tile each
+SUBGROUP = 32
+WORKGROUP_SIZE = (SUBGROUP * (WG_TILE[1] // MMA), WG_TILE[0] // MMA, 1)
+
+_MAPS = ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)")
+
+
+def shape_name(acc: str) -> str:
+    """The profile's spelling of the shape a matmul with this accumulator type needs."""
+    return f"{MMA}x{MMA}x{MMA} f16*f16+{acc}->{acc}"
+
+
+def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
+    """Whether `group` (dispatch.Group) runs on cooperative matrices for this profile and these targets."""
+    if tuple(targets) != ("vulkan",) or group.consumers or getattr(group, "chain", None):
+        return False
+    if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP):
+        return False
+    op = group.root
+    if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1:
+        return False
+    if iterator_types(op) != ["parallel", "parallel", "reduction"]:
+        return False
+    maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if tuple(maps) != _MAPS:
+        return False
+    a, b, c = (ir.RankedTensorType(v.type) for v in op.operands)
+    if str(a.element_type) != "f16" or str(b.element_type) != "f16" or str(c.element_type) not in ("f16", "f32"):
+        return False
+    if shape_name(str(c.element_type)) not in profile.get("cooperative_matrix_shapes", ()):
+        return False
+    body = [o.name for o in op.regions[0].blocks[0].operations]
+    if [n for n in body if n != "arith.extf"] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    if any(p.name != "linalg.fill" and not _is_fill(p) for p in group.producers):
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    return m % WG_TILE[0] == 0 and n % WG_TILE[1] == 0 and k % MMA == 0
+
+
+def _is_fill(op: ir.Operation) -> bool:
+    return op.name == "linalg.generic" and num_inputs(op) == 0 and \
+        [o.name for o in op.regions[0].blocks[0].operations] == ["linalg.yield"]
+
+
+def emit_subgroup_tiles(emit, k: int, nfused: int) -> None:
+    """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wf{k}, %wp{k}_j): one 16x16
+    output tile per subgroup, a K loop of 16, vector contracts with the accumulator in iter_args."""
+    any_op = "!transform.any_op"
+    emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall %wt{k} tile_sizes [{MMA}, {MMA}] "
+         f"(mapping = [#gpu.warp<y>, #gpu.warp<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+    cont = f"%sf{k}"
+    handles = []
+    for j in range(1, nfused + 1):
+        emit(f"    %sp{k}_{j}, %sc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
+             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        cont = f"%sc{k}_{j}"
+        handles.append(f"%sp{k}_{j}")
+    emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %st{k} tile_sizes [0, 0, {MMA}] "
+         f": ({any_op}) -> ({any_op}, {any_op})")
+    for h in [f"%kt{k}"] + handles:
+        emit(f"    transform.structured.vectorize {h} : {any_op}")
+    emit(f"    transform.apply_patterns to {cont} {{")
+    # (m,k)x(k,n) contract of the f16 operands themselves: what convert-vector-to-gpu matches.
+    emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
+    emit("      transform.apply_patterns.vector.reduction_to_contract")
+    emit("      transform.apply_patterns.vector.fold_arith_extension")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    emit(f"    transform.apply_licm to %kl{k} : {any_op}")
+    emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+    # The zero fill forwards into the accumulator's initial value (an mma constant after conversion).
+    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+
+
+def uses_mma(gpu_module_text: str) -> bool:
+    return "vector.contract" in gpu_module_text
+
+
+CONVERT = "builtin.module(gpu.module(convert-vector-to-gpu),canonicalize,cse)"

@@ -1,0 +1,203 @@
+"""Row chains (compiler/row_chains.py): softmax and layernorm as one kernel on profiles that allow it, and the
+multi-kernel form where the rows do not fit or the profile shares reductions over a workgroup."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+from portable import profiles
+from portable.codegen_spirv import validate
+from portable.compiler.pipeline import compile_module
+from portable.devices import open_device
+from portable.errors import CompileError
+
+SHAPES = [(1, 1), (3, 7), (70, 1000), (5, 4097)]
+
+
+def _softmax(rows, cols, dtype="float32"):
+    g = portable.Graph()
+    g.output(g.softmax(g.mul(g.input((rows, cols), dtype), 0.125), axis=-1))
+    return g, [(rows, cols)]
+
+
+def _layernorm(rows, cols, dtype="float32"):
+    """Composed as the bench builds it: mean, centre, variance, normalize, scale and shift."""
+    g = portable.Graph()
+    x, gamma, beta = g.input((rows, cols), dtype), g.input((cols,), dtype), g.input((cols,), dtype)
+    xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.mul(xc, xc), axis=-1, keepdims=True)
+    g.output(g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, 1e-5))), gamma), beta))
+    return g, [(rows, cols), (cols,), (cols,)]
+
+
+BUILD = {"softmax": _softmax, "layernorm": _layernorm}
+
+
+def _options(device, **overrides):
+    live = open_device(device)
+    return live, dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
+
+
+def _run(g, shapes, device, tmp_path, dtype="float32", **overrides):
+    """Compile with the device's profile (plus overrides), run from a saved file, check against numpy."""
+    live, opts = _options(device, **overrides)
+    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
+    if live.info.api == "vulkan":
+        for k in exe.kernels:
+            validate(k.spirv)
+    path = tmp_path / "g.ptx"
+    exe.save(path)
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    tol = 2e-2 if dtype == "float16" else 2e-5
+    out, = portable.load(path, device=device)(*xs)
+    ref, = g.reference(*xs)
+    np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), rtol=tol, atol=tol)
+    return exe
+
+
+def _shared(device) -> int:
+    """Workgroup memory rows may take on this device (a GPU's 48 KiB where the device has that much)."""
+    live, _ = _options(device)
+    return min(49152, int(live.info.limits.get("shared_memory_bytes") or 16384))
+
+
+def _fuses(device) -> bool:
+    _, opts = _options(device)
+    return bool(opts.get("row_fusion_private_bytes")) and not opts.get("reduction_threads")
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{r}x{c}" for r, c in SHAPES])
+def test_one_kernel(device, tmp_path, family, shape):
+    g, shapes = BUILD[family](*shape)
+    exe = _run(g, shapes, device, tmp_path)
+    if not _fuses(device):
+        pytest.skip(f"the profile of {device} keeps one kernel per op (no row_fusion_private_bytes)")
+    assert len(exe.kernels) == 1 and len(exe.dispatches) == 1
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_one_kernel_f16(device, tmp_path, family):
+    live, opts = _options(device, row_fusion_private_bytes=0)
+    g, shapes = BUILD[family](6, 1000, "float16")
+    try:
+        compile_module(g.to_mlir(), opts, (live.info.api,))
+    except CompileError as e:
+        pytest.skip(f"f16 {family} does not compile for {device} even in the multi-kernel form: {str(e)[:160]}")
+    exe = _run(g, shapes, device, tmp_path, dtype="float16")
+    if _fuses(device):
+        assert len(exe.kernels) == 1
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_rows_too_long_fall_back(device, tmp_path, family):
+    """Rows whose private buffers pass the profile's budget keep the multi-kernel form (with reductions that
+    have no row buffer, e.g. layernorm's mean, still fused with what follows)."""
+    g, shapes = BUILD[family](5, 4097)
+    fused = _run(g, shapes, device, tmp_path, row_fusion_private_bytes=1 << 20, reduction_threads=0)
+    small = _run(g, shapes, device, tmp_path, row_fusion_private_bytes=4096, reduction_threads=0)
+    off = _run(g, shapes, device, tmp_path, row_fusion_private_bytes=0, reduction_threads=0)
+    assert len(fused.kernels) == 1
+    assert 1 < len(small.kernels) < len(off.kernels)
+    assert len(off.kernels) >= 4
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("shape", [(3, 128), (5, 1000), (2, 4097)], ids=["3x128", "5x1000", "2x4097"])
+def test_one_workgroup_per_row(device, tmp_path, family, shape):
+    """GPU profiles (`reduction_threads`): one kernel, one workgroup per row, its threads sharing every op
+    through workgroup memory and barriers."""
+    g, shapes = BUILD[family](*shape)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device))
+    if family == "softmax" and shape[1] * 4 * 2 > _shared(device):
+        assert len(exe.kernels) > 1  # two rows of workgroup memory do not fit: one kernel per op
+        return
+    assert [k.workgroup_size for k in exe.kernels] == [(64, 1, 1)]
+    assert int(np.prod(exe.dispatches[0].grid)) == shape[0]
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_one_workgroup_per_row_256_threads(device, tmp_path, family):
+    """The NVIDIA profile's 256 threads: partials are combined in two levels (256 -> 32 -> 1)."""
+    g, shapes = BUILD[family](4, 1000)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=256, workgroup_invocations=256,
+               row_fusion_shared_bytes=_shared(device))
+    assert [k.workgroup_size for k in exe.kernels] == [(256, 1, 1)]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"row_fusion_shared_bytes": 8192}],
+                         ids=["not-enabled", "rows-past-workgroup-memory"])
+def test_workgroup_profiles_fall_back(device, tmp_path, overrides):
+    """Without a workgroup-memory budget for rows, or with rows past it, GPU profiles keep one kernel per
+    reduction (each shared by a workgroup)."""
+    g, shapes = _softmax(3, 4097)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, **overrides)
+    assert len(exe.kernels) >= 4
+    assert any(k.workgroup_size == (64, 1, 1) for k in exe.kernels)
+
+
+def test_short_rows_on_workgroup_profiles_fall_back(device, tmp_path):
+    """Rows shorter than two columns per thread do not fill a workgroup: one kernel per op."""
+    g, shapes = _layernorm(9, 100)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device))
+    assert len(exe.kernels) > 1
+
+
+def test_chain_result_used_outside(device, tmp_path):
+    """The row max is also a graph output: the chain stops before it escapes, results stay right."""
+    g = portable.Graph()
+    x = g.input((9, 300))
+    m = g.max(x, axis=-1, keepdims=True)
+    e = g.exp(g.sub(x, m))
+    g.output(g.div(e, g.sum(e, axis=-1, keepdims=True)), m)
+    live, opts = _options(device, row_fusion_private_bytes=1 << 20, reduction_threads=0)
+    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
+    path = tmp_path / "g.ptx"
+    exe.save(path)
+    xs = np.random.default_rng(2).standard_normal((9, 300)).astype(np.float32)
+    for out, ref in zip(portable.load(path, device=device)(xs), g.reference(xs)):
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
+    assert len(exe.kernels) >= 2
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LayerNormalization"])
+def test_onnx_one_kernel(device, op):
+    """ONNX Softmax and LayerNormalization (keepdims reductions through torch-mlir) form the same chain."""
+    from onnx import TensorProto, helper
+
+    rows, cols = 33, 1000
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, cols])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, cols])
+    rng = np.random.default_rng(4)
+    gamma, beta = rng.standard_normal(cols).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
+    if op == "Softmax":
+        nodes, inits = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], []
+    else:
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)]
+        inits = [helper.make_tensor("g", TensorProto.FLOAT, [cols], gamma),
+                 helper.make_tensor("b", TensorProto.FLOAT, [cols], beta)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    exe = portable.compile(model.SerializeToString(), device=device)
+    xs = rng.standard_normal((rows, cols)).astype(np.float32)
+    if op == "Softmax":
+        e = np.exp(xs - xs.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+    else:
+        ref = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(exe(xs)[0], ref, rtol=1e-4, atol=1e-4)
+    if _fuses(device):
+        assert len(exe.executable.kernels) == 1
+
+
+def test_attention_scores_softmax(device, tmp_path):
+    """softmax(q @ k * scale): the scale stays the matmul's epilogue, the softmax is one more kernel."""
+    g = portable.Graph()
+    q, k = g.input((4, 64, 32)), g.input((4, 32, 96))
+    g.output(g.softmax(g.mul(g.matmul(q, k), 0.125), axis=-1))
+    exe = _run(g, [(4, 64, 32), (4, 32, 96)], device, tmp_path)
+    if _fuses(device):
+        assert len(exe.kernels) == 2
