@@ -43,3 +43,23 @@ def test_cache_window_is_checked(device):
     with pytest.raises(ValueError, match="exceed the cache window"):
         generate_portable(exe, [1] * (max_len - 2), 3)
     exe.close()
+
+
+def test_decoder_compiled_for_another_profile_runs_here(device):
+    """The nvidia profile's kernels (no 8-bit storage in SPIR-V: i8/bool buffers emulated on 32-bit words,
+    workgroup reductions) compiled here and run on this device: what an ahead-of-time package does."""
+    from portable import profiles
+    from portable.api import CompiledGraph, graph_text
+    from portable.compiler.pipeline import compile_module
+    from portable.devices import open_device
+
+    live = open_device(device)
+    opts = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+    assert "StorageBuffer8BitAccess" not in opts["spirv_caps"]
+    exe = CompiledGraph(compile_module(graph_text(MODEL), opts, (live.info.api,)), live)
+    prompt = [ord(c) for c in "a KV cache"]
+    ours, ref = generate_portable(exe, prompt, 6), generate_onnxruntime(MODEL, prompt, 6)
+    assert ours.tokens == ref.tokens
+    for o, r in zip(ours.logits, ref.logits):
+        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4)
+    exe.close()

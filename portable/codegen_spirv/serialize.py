@@ -61,7 +61,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
-            bools_as_bytes(gmod)
+            bools_as_bytes(gmod, "StorageBuffer8BitAccess" in profile.get("spirv_caps", ()))
             passmanager.PassManager.parse(
                 f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},"
                 "gpu.module(lower-affine,math-expand-ops{ops=fpowi},canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
