@@ -84,6 +84,75 @@ def test_reductions(device, op):
     check(m, {"x": rand(4, 9, 5)}, device)
 
 
+def test_argmax_argmin(device):
+    """ArgMax/ArgMin (a two-result reduction: value and index) once crashed the compiler, which erased the
+    reduction when only its value result was dead."""
+    x = rand(4, 7, 5)
+    x[1, 3, 2] = x[1, 5, 2] = 9.0  # a tie: select_last_index decides
+    for op, last in (("ArgMax", 0), ("ArgMax", 1), ("ArgMin", 0)):
+        m = model([helper.make_node(op, ["x"], ["y"], axis=1, keepdims=1, select_last_index=last)],
+                  [vi("x", [4, 7, 5])], [vi("y", [4, 1, 5], T.INT64)])
+        check(m, {"x": x}, device)
+
+
+def test_reduction_of_empty_axis(device):
+    """A reduction over a zero-length axis is its identity (0 for ReduceSum, 1 for ReduceProd): folded."""
+    for op in ("ReduceSum", "ReduceProd", "ReduceSumSquare"):
+        m = model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)], [vi("x", [2, 0, 4])],
+                  [vi("y", [2, 1, 4])], [("axes", np.array([1], np.int64))])
+        check(m, {"x": np.zeros((2, 0, 4), np.float32)}, device)
+
+
+def test_full_reduction_of_gather(device):
+    """A full reduction (to a scalar) whose input is a gather: the reduction gets a leading unit loop and the
+    gather's linalg.index must follow it (NegativeLogLikelihoodLoss with reduction='sum')."""
+    m = model([helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="sum")],
+              [vi("x", [3, 5, 4]), vi("t", [3, 4], T.INT64)], [vi("y", [])], opset=22)
+    check(m, {"x": rand(3, 5, 4), "t": RNG.integers(0, 5, (3, 4)).astype(np.int64)}, device, rtol=1e-4)
+
+
+def test_weighted_softmax_cross_entropy(device):
+    """torch-mlir's nll_loss lowering sums fractional class weights in int64 (a 'mean' then divides by 0): the
+    loss ops take their ONNX function bodies instead."""
+    w = np.array([0.3, 0.9, 0.5, 0.25, 0.7], np.float32)
+    m = model([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["y"], reduction="mean")],
+              [vi("x", [6, 5]), vi("t", [6], T.INT64)], [vi("y", [])], [("w", w)], opset=13)
+    check(m, {"x": rand(6, 5), "t": RNG.integers(0, 5, (6,)).astype(np.int64)}, device, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------ ONNX function bodies
+def test_attention_function_body(device):
+    """onnx Attention with a causal mask and a softcap has no torch-mlir lowering: it is expanded into its
+    ONNX function body (a context-dependent one, built from the node's attributes and input types)."""
+    m = model([helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1, softcap=3.0)],
+              [vi("q", [1, 2, 4, 8]), vi("k", [1, 2, 6, 8]), vi("v", [1, 2, 6, 8])], [vi("y", [1, 2, 4, 8])],
+              opset=23)
+    check(m, {"q": rand(1, 2, 4, 8), "k": rand(1, 2, 6, 8), "v": rand(1, 2, 6, 8)}, device, rtol=1e-4)
+
+
+def test_rms_normalization_and_swish(device):
+    """RMSNormalization (opset 23) and Swish (opset 24) are ONNX functions torch-mlir does not lower; their
+    bodies compute axes at run time (Shape -> Size -> Range), which folding turns into constants."""
+    m = model([helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=-1, epsilon=1e-5)],
+              [vi("x", [3, 4, 16])], [vi("y", [3, 4, 16])], [("s", rand(16))], opset=24)
+    check(m, {"x": rand(3, 4, 16)}, device, rtol=1e-4)
+    m = model([helper.make_node("Swish", ["x"], ["y"], alpha=1.5)], [vi("x", [3, 4, 16])], [vi("y", [3, 4, 16])],
+              opset=24)
+    check(m, {"x": rand(3, 4, 16)}, device, rtol=1e-4)
+
+
+def test_shape_computations_fold():
+    """Axes computed from shapes (what ONNX function bodies and their '_expanded' exports do) fold to constants,
+    so shape inference knows every shape; before, the ReduceMean's output shape was unknown."""
+    m = model([helper.make_node("Shape", ["x"], ["shape"]),
+               helper.make_node("Size", ["shape"], ["rank"]),
+               helper.make_node("Range", ["one", "rank", "one"], ["axes"]),
+               helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)],
+              [vi("x", [2, 3, 5])], [vi("y", None)], [("one", np.array(1, np.int64))])
+    text = onnx_to_mlir(m)
+    assert "tensor<2x1x1xf32>" in text.split("{")[0] or "-> tensor<2x1x1xf32>" in text
+
+
 def test_path_bytes_and_modelproto(tmp_path, device):
     m = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", [3, 5])], [vi("y", [3, 5])])
     p = tmp_path / "abs.onnx"

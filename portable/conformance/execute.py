@@ -43,9 +43,14 @@ def _case_ops(model) -> list[str]:
     return sorted({n.op_type for n in model.graph.node})
 
 
-# Formal input parameters (by their schema names) that carry shapes, axes or index arguments, not data.
+# Formal input parameters (by their schema names) that carry shapes, axes, index arguments or fixed parameters,
+# not data.
 SHAPE_LIKE = {"shape", "axes", "starts", "ends", "steps", "pads", "repeats", "k", "sizes", "scales", "roi", "split",
-              "depth", "start", "limit", "delta", "axis", "block_size", "output_shape", "kernel_shape"}
+              "depth", "start", "limit", "delta", "axis", "block_size", "output_shape", "kernel_shape",
+              # Parameters that real models carry as initializers: a Pad's constant value, OneHot's off/on
+              # values, quantization scales and zero points.
+              "constant_value", "values", "a_scale", "a_zero_point", "b_scale", "b_zero_point", "x_scale",
+              "x_zero_point", "y_scale", "y_zero_point", "w_scale", "w_zero_point"}
 
 
 def shape_like_inputs(model) -> set[str]:

@@ -99,8 +99,9 @@ def check_inferred(m) -> None:
                                     f"output '{o}' (portable compiles per shape: every shape must be known)")
 
 
-def check_ops(m) -> None:
-    """Unknown ops (no schema in any imported domain, no local function) are rejected by name up front."""
+def check_ops(m, expandable=lambda node: False) -> None:
+    """Unknown ops (no schema in any imported domain, no local function) are rejected by name up front; so are ops
+    of domains torch-mlir does not lower, unless `expandable(node)` (it has an ONNX function body to expand)."""
     import onnx
 
     opsets = {(o.domain or ""): o.version for o in m.opset_import}
@@ -114,7 +115,7 @@ def check_ops(m) -> None:
         if not onnx.defs.has(n.op_type, dom):
             raise UnsupportedOp(f"{node_desc(n)}: unknown op: no ONNX schema for '{n.op_type}' in domain "
                                 f"'{dom or 'ai.onnx'}'")
-        if dom not in _LOWERED_DOMAINS:
+        if dom not in _LOWERED_DOMAINS and not expandable(n):
             raise UnsupportedOp(f"{node_desc(n)}: ops of domain '{dom}' have no lowering (torch-mlir lowers the "
                                 f"default ONNX domain only)")
 

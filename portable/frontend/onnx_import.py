@@ -3,8 +3,14 @@
     text = onnx_to_mlir("model.onnx", input_shapes={"input": (8, 3, 224, 224)})
 
 Stages: load (path, bytes or onnx.ModelProto) -> check ops and dtypes -> pin shapes -> onnx shape inference
--> `torch_mlir.extras.onnx_importer` -> `torch-onnx-to-torch-backend-pipeline` ->
-`torch-backend-to-linalg-on-tensors-backend-pipeline` -> check the result is within the compiler's contract.
+-> expand function ops (onnx_functions.py) -> fold constants (onnx_fold.py) -> `torch_mlir.extras.onnx_importer`
+-> `torch-onnx-to-torch-backend-pipeline` -> `torch-backend-to-linalg-on-tensors-backend-pipeline` -> check the
+result is within the compiler's contract.
+
+Ops torch-mlir cannot lower but that ONNX defines as functions (Attention, RMSNormalization, RotaryEmbedding,
+Swish, ...) are expanded into their schema function bodies: ops of domains torch-mlir does not lower (and the
+few in ALWAYS_EXPAND) up front, default-domain ops when an import attempt fails at a node of that op; the
+import then runs again, up to MAX_EXPANSIONS ops.
 
 Dynamic dimensions: compile per shape. The compiler takes static tensors only (one plan, one buffer layout,
 grids fixed at compile time), so every dynamic dimension is pinned before import: to the shape the caller
@@ -38,6 +44,8 @@ from .onnx_checks import (
     name_nodes,
     pad_outputs,
 )
+from .onnx_fold import fold_constants
+from .onnx_functions import expand_nodes, has_function_body, opsets_of
 
 ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
 TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
@@ -325,11 +333,74 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     """
     m = load_model(model)
     name_nodes(m.graph)
-    check_ops(m)
+    opsets = opsets_of(m)
+    check_ops(m, expandable=lambda n: has_function_body(n.domain, n.op_type, opsets))
     pad_outputs(m.graph)
     check_dtypes(m)
     pin_shapes(m, input_shapes, input_values)
-    m = infer_shapes(upgrade_opset(m))
+    m = upgrade_opset(m)
+    # Ops of domains torch-mlir does not lower are expanded into their ONNX function bodies from the start; ops
+    # of the default domain only once torch-mlir turns out to have no lowering for them (it has for most).
+    opsets = opsets_of(m)
+    expand = {(n.domain, n.op_type) for n in iter_nodes(m.graph)
+              if (n.domain not in ("", "ai.onnx") or n.op_type in ALWAYS_EXPAND)
+              and has_function_body(n.domain, n.op_type, opsets)}
+    while True:
+        try:
+            return _import(m, expand)
+        except (UnsupportedOp, CompileError) as e:
+            op = _expandable(e, expand, opsets) if len(expand) < MAX_EXPANSIONS else None
+            if op is None:
+                if expand:
+                    raise _with_note(e, f"after expanding {', '.join(sorted(o for _, o in expand))} into "
+                                        f"ONNX function bodies") from e
+                raise
+            expand.add(op)
+
+
+# Default-domain ops whose torch-mlir lowering exists but computes wrong values: always expanded instead.
+ALWAYS_EXPAND = {
+    # aten.nll_loss_forward's lowering accumulates the total weight in int64: fractional class weights truncate
+    # to 0 and a weighted 'mean' divides by zero (onnx node cases test_sce_mean_weight*, test_nllloss_*weight*).
+    "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+}
+MAX_EXPANSIONS = 6  # ops expanded into their function bodies, one more per import attempt
+_NODE_IN_MESSAGE = re.compile(r"node '[^']+' \(op (?:([\w.]+):)?(\w+)\)")
+_EXPANDABLE_STAGES = {"onnx-import", "torch-onnx-to-torch-backend-pipeline",
+                      "torch-backend-to-linalg-on-tensors-backend-pipeline"}
+
+
+def _expandable(e: Exception, expand: set, opsets: dict) -> tuple[str, str] | None:
+    """(domain, op) of the ONNX node an import error names, when that op has a function body not yet expanded."""
+    if isinstance(e, CompileError) and e.stage not in _EXPANDABLE_STAGES:
+        return None
+    found = _NODE_IN_MESSAGE.search(str(e))
+    if not found:
+        return None
+    op = (found.group(1) or "", found.group(2))
+    if op in expand or (op[0] == "" and ("ai.onnx", op[1]) in expand) or not has_function_body(*op, opsets):
+        return None
+    return op
+
+
+def _with_note(e: PortableError, note: str) -> PortableError:
+    if isinstance(e, CompileError):
+        return type(e)(f"{e} ({note})", stage=e.stage)
+    return type(e)(f"{e} ({note})")
+
+
+def _import(m0, expand: set):
+    """Shape inference, function expansion, folding and checks on a copy of `m0`, then torch-mlir's importer and
+    its two pipelines; returns the MLIR text."""
+    m = type(m0)()
+    m.CopyFrom(m0)
+    m = infer_shapes(m)
+    if expand:
+        expand_nodes(m, lambda n: (n.domain, n.op_type) in expand
+                     or (n.domain == "ai.onnx" and ("", n.op_type) in expand))
+        name_nodes(m.graph)
+        m = infer_shapes(m)
+    m = fold_constants(m, infer_shapes)
     check_dtypes(m)  # inference may reveal intermediate values of unsupported dtypes
     check_inferred(m)
     check_known_failures(m)

@@ -1,0 +1,171 @@
+"""Fold the constant parts of an ONNX graph before import: compile per shape makes every shape a constant.
+
+ONNX function bodies (and models exported from them, the `_expanded` node cases) compute axes, shapes and
+index arguments at run time: `Shape -> Size -> Range -> ReduceMean(axes)`, `Shape -> Slice -> Concat ->
+Reshape`. ONNX shape inference cannot see through most of those, and torch-mlir needs them constant. Here
+`Shape`/`Size` of a value with a static shape become constants, then every node whose inputs are all constants
+is evaluated with onnx's reference evaluator, and shape inference runs again, until nothing changes.
+
+Only small results are folded (FOLD_LIMIT elements): large constant tensors stay computed on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FOLD_LIMIT = 1 << 16  # elements in one folded value
+
+# Ops whose result differs between runs, or that carry subgraphs: never folded.
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial",
+            "If", "Loop", "Scan", "SequenceMap", "Dropout"}
+_FOLDED_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16,
+                                        np.int32, np.int64, np.bool_)}
+
+
+def _static_shapes(m) -> tuple[dict[str, tuple], dict[str, int]]:
+    """({value: static shape}, {value: ONNX element type}) from inferred types and initializers."""
+    shapes, dtypes = {}, {}
+    for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
+        if vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = tuple(d.dim_value for d in dims)
+            dtypes[vi.name] = vi.type.tensor_type.elem_type
+    for init in m.graph.initializer:
+        shapes[init.name], dtypes[init.name] = tuple(init.dims), init.data_type
+    return shapes, dtypes
+
+
+def _np_dtype(elem_type: int):
+    from onnx import helper
+
+    try:
+        t = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:  # noqa: BLE001 - strings, 4-bit and 8-bit floats: not folded
+        return None
+    return t if t in _FOLDED_DTYPES else None
+
+
+def _subgraph_uses(graph, into: set[str]) -> None:
+    """Names read by nodes of subgraphs (outer-scope references included)."""
+    for n in graph.node:
+        into.update(n.input)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _subgraph_uses(g, into)
+
+
+def _shape_value(node, shape: tuple) -> np.ndarray:
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), np.int64)
+    attrs = {a.name: a.i for a in node.attribute}
+    r = len(shape)
+    start, end = attrs.get("start", 0), attrs.get("end", r)
+    start, end = (start + r if start < 0 else start), (end + r if end < 0 else end)
+    return np.array(shape[max(0, min(start, r)):max(0, min(end, r))], np.int64)
+
+
+def _constant(node) -> list | None:
+    from onnx import numpy_helper
+
+    for a in node.attribute:
+        if a.name == "value" and a.t.data_type != 16:
+            return [numpy_helper.to_array(a.t)]
+    return None
+
+
+def _evaluate(node, values: dict, opsets: dict[str, int]) -> list | None:
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        ev = ReferenceEvaluator(node, opsets=opsets)
+        outs = ev.run(None, {i: values[i] for i in node.input if i})
+    except Exception:  # noqa: BLE001 - an op the reference evaluator lacks or rejects: leave the node be
+        return None
+    if len(outs) != len([o for o in node.output]):
+        return None
+    for o in outs:
+        if not isinstance(o, np.ndarray) or o.dtype not in _FOLDED_DTYPES or o.size > FOLD_LIMIT:
+            return None
+    return [np.asarray(o) for o in outs]
+
+
+def fold_once(m) -> int:
+    """One folding sweep over the top-level graph, in place; returns how many nodes were folded away."""
+    from onnx import helper, numpy_helper
+
+    opsets = {("" if o.domain in ("", "ai.onnx") else o.domain): o.version for o in m.opset_import}
+    shapes, dtypes = _static_shapes(m)
+    graph_inputs = {vi.name for vi in m.graph.input}
+    values = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if i.name not in graph_inputs
+              and i.data_type != 16}  # bfloat16 initializers have no numpy dtype: not folded through
+    # A tensor with no elements is a constant whatever the input: reductions over it fold to their identity.
+    for name, shape in shapes.items():
+        if 0 in shape and name not in values:
+            np_type = _np_dtype(dtypes[name])
+            if np_type is not None:
+                values[name] = np.zeros(shape, np_type)
+    outputs = {o.name for o in m.graph.output}
+    folded: list = []
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx") or n.op_type in _NO_FOLD:
+            continue
+        if any(a.HasField("g") or a.graphs for a in n.attribute):
+            continue
+        if n.op_type in ("Shape", "Size") and n.input[0] in shapes:
+            res = [_shape_value(n, shapes[n.input[0]])]
+        elif all((not i) or i in values for i in n.input):
+            res = _constant(n) if n.op_type == "Constant" else None
+            res = res or _evaluate(n, values, opsets)
+            if n.op_type == "Constant":  # already a constant: its value is known, the node stays unless dead
+                if res is not None:
+                    values[n.output[0]] = res[0]
+                continue
+            if res is None:
+                continue
+        else:
+            continue
+        folded.append(n)
+        values.update(zip(n.output, res))
+    if not folded:
+        return 0
+    folded_ids = {id(n) for n in folded}
+    kept = [n for n in m.graph.node if id(n) not in folded_ids]
+    used: set[str] = set(outputs)
+    for n in kept:
+        used.update(n.input)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _subgraph_uses(g, used)
+    have = {i.name for i in m.graph.initializer}
+    constants = []  # graph outputs computed from constants stay nodes: Constant ones
+    for n in folded:
+        for o in n.output:
+            if o in outputs:
+                constants.append(helper.make_node("Constant", [], [o], name=n.name,
+                                                  value=numpy_helper.from_array(values[o], o)))
+            elif o in used and o not in have:
+                m.graph.initializer.append(numpy_helper.from_array(values[o], o))
+    kept = [n for n in kept if n.op_type != "Constant" or any(o in used for o in n.output)]  # dead constants
+    del m.graph.node[:]
+    m.graph.node.extend(constants + kept)
+    # Stale value_info of folded values would clash with the initializers: inference recomputes the rest.
+    folded_outs = {o for n in folded for o in n.output}
+    vis = [vi for vi in m.graph.value_info if vi.name not in folded_outs]
+    del m.graph.value_info[:]
+    m.graph.value_info.extend(vis)
+    return len(folded)
+
+
+def fold_constants(m, infer, rounds: int = 6):
+    """Fold until nothing changes (shape inference between sweeps finds more static shapes); returns the model.
+    `infer(m)` is the caller's shape inference (it returns a new model)."""
+    for _ in range(rounds):
+        if not fold_once(m):
+            break
+        m = infer(m)
+    return m
+
+
+__all__ = ["fold_constants", "fold_once", "FOLD_LIMIT"]
