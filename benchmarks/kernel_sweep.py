@@ -25,13 +25,19 @@ WORKLOADS = {
     "add64Mi": ("add", (64 << 20,)),
     "softmax4096": ("softmax", (4096, 4096)),
     "mlp_softmax": ("mlp_softmax", (256, 512, 256)),  # the demo graph: matmul + bias + relu, then softmax
+    "matmul4096f16": ("matmul_f16", (4096, 4096, 4096)),  # f16 in, f32 accumulate and out: cooperative matrices
 }
+# Kinds whose strategy exists on one API only: compiled for that API alone.
+ONLY_API = {"matmul_f16": "vulkan"}
 VARIANTS = {
     "matmul": [{"thread_tile": tt, "workgroup_invocations": wg}
                for tt in ([4, 4], [8, 4], [8, 2], [16, 4]) for wg in (64, 256)],
     "add": [{"elementwise_per_thread": p, "workgroup_invocations": wg} for p in (1, 4) for wg in (128, 256)],
     "softmax": [{"reduction_threads": t, "workgroup_invocations": 256} for t in (0, 128, 256)],
     "mlp_softmax": [{}],
+    "matmul_f16": [{"coop_workgroup_tile": wg, "coop_subgroup_tile": sg}
+                   for wg, sg in (((64, 64), (16, 16)), ((64, 64), (32, 32)), ((128, 128), (64, 32)),
+                                  ((128, 128), (32, 64)), ((128, 64), (32, 32)), ((128, 128), (64, 64)))],
 }
 
 
@@ -42,6 +48,9 @@ def build(kind: str, shape):
     if kind == "matmul":
         m, k, n = shape
         g.output(g.matmul(g.input((m, k)), g.input((k, n))))
+    elif kind == "matmul_f16":
+        m, k, n = shape
+        g.output(g.matmul(g.input((m, k), "float16"), g.input((k, n), "float16"), out_dtype="float32"))
     elif kind == "add":
         g.output(g.add(g.input(shape), g.input(shape)))
     elif kind == "softmax":
@@ -65,7 +74,7 @@ def export(out: Path, profile_name: str) -> None:
         text = g.to_mlir()
         for i, var in enumerate(VARIANTS[kind]):
             opts = dict(base, **var)
-            for api in ("vulkan", "opencl"):
+            for api in [ONLY_API[kind]] if kind in ONLY_API else ("vulkan", "opencl"):
                 fname = f"{name}-{i}-{api}.ptx"
                 try:
                     exe = compile_module(text, opts, (api,))
@@ -79,6 +88,10 @@ def export(out: Path, profile_name: str) -> None:
 
 
 def _inputs(kind, shape, rng):
+    if kind == "matmul_f16":
+        m, k, n = shape
+        return [rng.standard_normal((m, k), dtype=np.float32).astype(np.float16),
+                rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)]
     if kind == "matmul":
         m, k, n = shape
         return [rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)]
@@ -100,7 +113,7 @@ def _torch_ref(kind, xs, iters):
         return None, None
     torch.backends.cuda.matmul.allow_tf32 = False
     t = [torch.from_numpy(x).cuda() for x in xs]
-    fn = {"matmul": lambda: t[0] @ t[1], "add": lambda: t[0] + t[1],
+    fn = {"matmul": lambda: t[0] @ t[1], "matmul_f16": lambda: (t[0] @ t[1]).float(), "add": lambda: t[0] + t[1],
           "softmax": lambda: torch.softmax(t[0], dim=-1),
           "mlp_softmax": lambda: torch.softmax(torch.relu(t[0] @ t[1] + t[2]), dim=-1)}[kind]
     out = fn()
@@ -139,7 +152,8 @@ def run(src: Path, device: str, out: Path, iters: int, only: str | None) -> None
                 e = np.exp(h - h.max(-1, keepdims=True))
                 ref = e / e.sum(-1, keepdims=True)
             if ref is None:
-                ref = {"matmul": lambda: xs[0] @ xs[1], "add": lambda: xs[0] + xs[1],
+                ref = {"matmul": lambda: xs[0] @ xs[1],
+                       "matmul_f16": lambda: xs[0].astype(np.float32) @ xs[1].astype(np.float32), "add": lambda: xs[0] + xs[1],
                        "softmax": lambda: np.exp(xs[0] - xs[0].max(-1, keepdims=True)) /
                        np.exp(xs[0] - xs[0].max(-1, keepdims=True)).sum(-1, keepdims=True)}[kind]()
             refs[entry["workload"]] = (xs, ref, torch_ms)
@@ -167,7 +181,7 @@ def run(src: Path, device: str, out: Path, iters: int, only: str | None) -> None
                 backend.execute(plan)
                 times.append((time.perf_counter() - t0) * 1e3)
             rec.update(median_ms=statistics.median(times), min_ms=min(times), max_ms=max(times))
-            if kind == "matmul":
+            if kind in ("matmul", "matmul_f16"):
                 m, k, n = shape
                 rec["tflops"] = 2 * m * n * k / (rec["min_ms"] * 1e-3) / 1e12
             else:

@@ -93,7 +93,8 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
     # SPIR-V capabilities the device has for narrow and wide types, so such graphs compile natively.
     caps = list(opts.get("spirv_caps", ["Shader"]))
     exts = list(opts.get("spirv_exts", ["SPV_KHR_storage_buffer_storage_class"]))
-    for key, cap, ext in (("fp16", "Float16", None), ("int8", "Int8", None), ("int64", "Int64", None),
+    for key, cap, ext in (("fp16", "Float16", None), ("int8", "Int8", None), ("int16", "Int16", None),
+                          ("int64", "Int64", None), ("fp64", "Float64", None),
                           ("storage_buffer_16bit", "StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
                           ("storage_buffer_8bit", "StorageBuffer8BitAccess", "SPV_KHR_8bit_storage")):
         if limits.get(key) and cap not in caps:

@@ -35,32 +35,51 @@ def _matmul(m: int, k: int, n: int, out: str = "float32") -> str:
 
 
 NVIDIA = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+(WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
+COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)  # one subgroup of 32 per subgroup tile
 
 
 @pytest.mark.parametrize("out", ["float32", "float16"])
 def test_f16_matmul_uses_cooperative_matrices_on_vulkan(out):
-    exe = compile_module(_matmul(128, 64, 192, out), NVIDIA, ("vulkan",))
+    exe = compile_module(_matmul(2 * WG_M, 64, 3 * WG_N, out), NVIDIA, ("vulkan",))
     (kernel,) = exe.kernels
-    assert kernel.workgroup_size == coop_matrix.WORKGROUP_SIZE
+    assert kernel.workgroup_size == COOP_WORKGROUP
     assert {OP_COOP_MULADD, OP_COOP_LOAD} <= _opcodes(kernel.spirv)
     (d,) = exe.dispatches
-    assert tuple(d.grid) == (192 // coop_matrix.WG_TILE[1], 128 // coop_matrix.WG_TILE[0], 1)
+    assert tuple(d.grid) == (3, 2, 1)
     assert struct.unpack("<I", kernel.spirv[4:8])[0] == 0x00010600  # SPIR-V 1.6: where the KHR ops exist
 
 
 @pytest.mark.parametrize("why, text, profile, targets", [
-    ("OpenCL C has no cooperative matrices", _matmul(128, 64, 192), NVIDIA, ("vulkan", "opencl")),
-    ("m is not a multiple of the workgroup tile", _matmul(100, 64, 192), NVIDIA, ("vulkan",)),
-    ("k is not a multiple of 16", _matmul(128, 40, 192), NVIDIA, ("vulkan",)),
+    ("OpenCL C has no cooperative matrices", _matmul(256, 64, 384), NVIDIA, ("vulkan", "opencl")),
+    ("m is not a multiple of the workgroup tile", _matmul(200, 64, 384), NVIDIA, ("vulkan",)),
+    ("k is not a multiple of 16", _matmul(256, 40, 384), NVIDIA, ("vulkan",)),
     ("lavapipe lists no cooperative-matrix shapes",
-     _matmul(128, 64, 192), profiles.codegen_options(profiles.all_profiles()["lavapipe"]), ("vulkan",)),
+     _matmul(256, 64, 384), profiles.codegen_options(profiles.all_profiles()["lavapipe"]), ("vulkan",)),
 ])
 def test_falls_back_to_the_fma_strategy(why, text, profile, targets):
     exe = compile_module(text, profile, targets)
     for kernel in exe.kernels:
-        assert kernel.workgroup_size != coop_matrix.WORKGROUP_SIZE, why
+        assert kernel.workgroup_size != COOP_WORKGROUP, why
         if kernel.spirv:
             assert OP_COOP_MULADD not in _opcodes(kernel.spirv), why
+
+
+@pytest.mark.parametrize("wg, sg", [((64, 64), (32, 32)), ((128, 128), (64, 32)), ((64, 64), (16, 16))])
+def test_tiles_from_the_profile(wg, sg):
+    """Each subgroup multiplies (sg/16)^2 fragments: loads of A and B fragments shared by the multiplies."""
+    opts = dict(NVIDIA, coop_workgroup_tile=wg, coop_subgroup_tile=sg)
+    exe = compile_module(_matmul(256, 64, 256), opts, ("vulkan",))
+    (kernel,) = exe.kernels
+    assert kernel.workgroup_size == (32 * (wg[1] // sg[1]), wg[0] // sg[0], 1)
+    words = struct.unpack(f"<{len(kernel.spirv) // 4}I", kernel.spirv)
+    muladds = sum(1 for w in words if w & 0xFFFF == OP_COOP_MULADD and w >> 16 == 6)  # 6-word instruction
+    assert muladds == (sg[0] // 16) * (sg[1] // 16)
+
+
+def test_bad_tiles_are_refused():
+    with pytest.raises(ValueError, match="must divide"):
+        coop_matrix.tiles(dict(NVIDIA, coop_workgroup_tile=(64, 64), coop_subgroup_tile=(48, 32)))
 
 
 def test_f32_matmul_stays_on_fma():
@@ -68,3 +87,23 @@ def test_f32_matmul_stays_on_fma():
     g.output(g.matmul(g.input((128, 64)), g.input((64, 192))))
     exe = compile_module(g.to_mlir(), NVIDIA, ("vulkan",))
     assert all(OP_COOP_MULADD not in _opcodes(k.spirv) for k in exe.kernels)
+
+
+def test_no_nonwritable_on_a_block_type_a_written_buffer_shares():
+    """NVIDIA driver quirk (devices/nvidia.toml): the residual input has the output's block type, so it must not
+    be NonWritable; the weights (another type) still are."""
+    from portable.codegen_spirv import disassemble
+
+    g = portable.Graph("gemv_residual")
+    x, w, r = g.input((1, 1024)), g.input((1024, 384)), g.input((1, 384))
+    g.output(g.add(g.matmul(x, w), r))
+    exe = compile_module(g.to_mlir(), NVIDIA, ("vulkan",))
+    (kernel,) = exe.kernels
+    (d,) = exe.dispatches
+    text = disassemble(kernel.spirv)
+    nonwritable = {int(line.split("_arg_")[1].split()[0]) for line in text.splitlines() if "NonWritable" in line}
+    kinds = {s.id: (s.kind, s.index) for s in exe.slots}
+    args = {kinds[sid]: i for i, sid in enumerate(d.slots)}
+    assert args[("input", 2)] not in nonwritable  # r: same shape as the output
+    assert args[("input", 1)] in nonwritable  # w: read-only and of its own type
+    assert not any("w" in kernel.access[i] for i in nonwritable)

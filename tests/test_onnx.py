@@ -336,3 +336,12 @@ def test_compare_outputs():
     assert compare_outputs([i], [i], 0, 0)["status"] == "pass"
     assert "shape" in compare_outputs([i.T[:1]], [i], 0, 0)["message"]
     assert "dtype" in compare_outputs([i.astype(np.int32)], [i], 0, 0)["message"]
+
+
+def test_average_pool_3d_dilated(device):
+    """Dilated 3-D pooling with padding counted: a transposed (permutation-map) vector read in the OpenCL
+    generator, ceildivsi index math on SPIR-V."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[5, 5, 5], strides=[3, 3, 3],
+                            dilations=[2, 2, 2], count_include_pad=1, ceil_mode=0)
+    m = model([node], [vi("x", [1, 1, 32, 32, 32])], [vi("y", [1, 1, 8, 8, 8])], opset=22)
+    check(m, {"x": rand(1, 1, 32, 32, 32)}, device)

@@ -22,7 +22,7 @@ ALL = tuple(sorted(profiles.all_profiles()))
 INT, BOOL, STR = int, bool, str
 LIMIT_TYPES = {"subgroup_size": INT, "shared_memory_bytes": INT, "max_workgroup_invocations": INT,
                "max_storage_buffer_range": INT, "max_buffer_bytes": INT, "preferred_vector_width": INT,
-               "fp16": BOOL, "int8": BOOL, "int64": BOOL, "storage_buffer_16bit": BOOL,
+               "fp16": BOOL, "int8": BOOL, "int16": BOOL, "int64": BOOL, "fp64": BOOL, "storage_buffer_16bit": BOOL,
                "storage_buffer_8bit": BOOL, "cooperative_matrix": BOOL}
 CODEGEN_TYPES = {"workgroup_invocations": INT, "matmul_workgroup_invocations": INT, "elementwise_per_thread": INT,
                  "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR}
@@ -218,8 +218,8 @@ def test_codegen_workgroups_fit_the_profile(name):
     assert tm * tn <= 64, f"{name}: thread_tile {tm}x{tn} holds too many accumulators per thread"
     # The narrow and wide types a profile claims reach its SPIR-V target environment, and only those.
     lim = prof["limits"]
-    for key, cap_name in (("fp16", "Float16"), ("int8", "Int8"), ("int64", "Int64"),
-                          ("storage_buffer_16bit", "StorageBuffer16BitAccess"),
+    for key, cap_name in (("fp16", "Float16"), ("int8", "Int8"), ("int16", "Int16"), ("int64", "Int64"),
+                          ("fp64", "Float64"), ("storage_buffer_16bit", "StorageBuffer16BitAccess"),
                           ("storage_buffer_8bit", "StorageBuffer8BitAccess")):
         declared = cap_name in prof["codegen"].get("spirv_caps", [])
         assert (cap_name in opts["spirv_caps"]) == bool(lim.get(key) or declared), f"{name}: {cap_name}"

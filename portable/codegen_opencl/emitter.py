@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..compiler.bounds import Bounds
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
 from . import control, helpers, transfer, vector_ops
 from . import nd_vectors as nd
 from . import ops as arith_math
 from . import types as T
-from ..compiler.bounds import Bounds
 
 _EXPRESSIONS = {**arith_math.HANDLERS, **vector_ops.HANDLERS}
 _ID_FUNCS = {"gpu.thread_id": "get_local_id", "gpu.block_id": "get_group_id", "gpu.block_dim": "get_local_size",

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..compiler.bounds import Bounds
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
 from . import types as T
-from ..compiler.bounds import Bounds
 from .emitter import Emitter, Mem, memory_space, op_text
 
 _STORES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1}  # op -> memref operand index

@@ -20,7 +20,7 @@ Handler = Callable[["object", ir.Operation], str]
 _INFIX = {
     "arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/",
     "arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.divsi": "/", "arith.remsi": "%",
-    "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<", "arith.shrsi": ">>",
+    "arith.andi": "&", "arith.ori": "|", "arith.xori": "^",
 }
 # On i1, add/sub are xor and mul is and (arithmetic modulo 2); C would promote bools to int.
 _I1_INFIX = {"arith.addi": "^", "arith.subi": "^", "arith.muli": "&", "arith.andi": "&", "arith.ori": "|",
@@ -51,7 +51,7 @@ _CMPF = (None, "{a} == {b}", "{a} > {b}", "{a} >= {b}", "{a} < {b}", "{a} <= {b}
          "!({a} > {b})", "{a} != {b}", "isunordered({a}, {b})", None)
 
 # Unsigned ops: an expression over unsigned operands, reinterpreted back to the signless type.
-_UNSIGNED = {"arith.divui": "{a} / {b}", "arith.remui": "{a} % {b}", "arith.shrui": "{a} >> {b}",
+_UNSIGNED = {"arith.divui": "{a} / {b}", "arith.remui": "{a} % {b}",
              "arith.minui": "min({a}, {b})", "arith.maxui": "max({a}, {b})"}
 
 
@@ -131,6 +131,46 @@ def _unsigned(em, op) -> str:
         raise UnsupportedOp(f"{op.operation.name} on i1")
     a, b = (to_unsigned(em, t, x) for x in _operands(em, op))
     return from_unsigned(em, t, _UNSIGNED[op.operation.name].format(a=a, b=b))
+
+
+def _constant_below(v, w: int) -> bool:
+    """Whether v is an integer constant (or splat) in [0, w)."""
+    owner = v.owner
+    if not isinstance(owner, ir.OpView) or owner.operation.name != "arith.constant":
+        return False
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.DenseIntElementsAttr):
+        if not attr.is_splat:
+            return False
+        attr = attr.get_splat_value()
+    return isinstance(attr, ir.IntegerAttr) and 0 <= attr.value < w
+
+
+def _shift(em, op) -> str:
+    """Shifts by amounts of the bit width or more (negative ones read unsigned) shift every bit out, as ONNX
+    BitShift expects (MLIR leaves them poison, C undefined): the amount u goes as min(u, W-1) and then
+    min(u, W) - min(u, W-1) more, both in range; shrsi fills with the sign. (C promotes char/short to int
+    in between; the low W bits come out the same.)"""
+    name = op.operation.name
+    t = op.results[0].type
+    if T.is_i1(t):
+        raise UnsupportedOp(f"{name} on i1")
+    a, b = _operands(em, op)
+    w = T.bits(t)
+    if _constant_below(op.operands[1], w):  # the plain C shift, as for any in-range amount
+        if name == "arith.shrsi":
+            return f"{a} >> {b}"
+        c_op = "<<" if name == "arith.shli" else ">>"
+        return from_unsigned(em, t, f"{to_unsigned(em, t, a)} {c_op} {to_unsigned(em, t, b)}")
+    ub = to_unsigned(em, t, b)
+    s1 = f"min({ub}, ({T.scalar_name(t, unsigned=True)}){w - 1})"
+    s2 = f"(min({ub}, ({T.scalar_name(t, unsigned=True)}){w}) - {s1})"
+    if name == "arith.shrsi":
+        if T.width(t):  # vector shifts take amounts of the value's own type
+            s1, s2 = from_unsigned(em, t, s1), from_unsigned(em, t, s2)
+        return f"({a} >> {s1}) >> {s2}"
+    c_op = "<<" if name == "arith.shli" else ">>"
+    return from_unsigned(em, t, f"({to_unsigned(em, t, a)} {c_op} {s1}) {c_op} {s2}")
 
 
 def _negf(em, op) -> str:
@@ -267,6 +307,7 @@ HANDLERS: dict[str, Handler] = {
     **{k: _infix for k in _INFIX},
     **{k: _call for k in _CALL},
     **{k: _unsigned for k in _UNSIGNED},
+    **{k: _shift for k in ("arith.shli", "arith.shrsi", "arith.shrui")},
     **{k: _math_test for k in _MATH_TESTS},
     **{k: _cast for k in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
                           "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast",

@@ -1,8 +1,9 @@
 """vector.transfer_read / transfer_write that stay in bounds, for 1-D and N-D vectors.
 
-Only the forms that need no masking: every dimension `in_bounds`, no mask operand, and a minor identity
-permutation map (the vector's dims are the memref's innermost dims, in order). Each row of the vector is one
-vloadN/vstoreN when its lanes are contiguous in memory, else lane by lane.
+Only the forms that need no masking: every dimension `in_bounds` and no mask operand. The permutation map
+may name any memref dim per vector dim (a transposed or strided read) and, for reads, a constant 0 (a
+broadcast dim). Each row of the vector is one vloadN/vstoreN when its lanes are contiguous in memory, else
+lane by lane.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from . import types as T
 from .vector_ops import lane
 
 
-def _check(op, memref_type: ir.MemRefType, vector_type: ir.Type, n_fixed: int) -> None:
+def _check(op, memref_type: ir.MemRefType, vector_type: ir.Type, n_fixed: int) -> list[int | None]:
+    """The memref dim each vector dim walks (None: a broadcast dim); raises for forms that need masking."""
     name = op.operation.name
     if len(op.operands) != n_fixed + memref_type.rank:
         raise UnsupportedOp(f"{name} with a mask")
@@ -22,14 +24,22 @@ def _check(op, memref_type: ir.MemRefType, vector_type: ir.Type, n_fixed: int) -
     if not all(ir.BoolAttr(b).value for b in in_bounds):
         raise UnsupportedOp(f"{name} that may run out of bounds (needs masking)")
     amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
-    if amap != ir.AffineMap.get_minor_identity(memref_type.rank, len(vector_type.shape)):
-        raise UnsupportedOp(f"{name} with permutation map {amap}")
+    dims: list[int | None] = []
+    for e in amap.results:
+        if isinstance(e, ir.AffineDimExpr):
+            dims.append(e.position)
+        elif isinstance(e, ir.AffineConstantExpr) and e.value == 0 and name.endswith("read"):
+            dims.append(None)
+        else:
+            raise UnsupportedOp(f"{name} with permutation map {amap}")
+    return dims
 
 
-def _lane_offsets(mem, vector_type: ir.Type) -> list[int]:
-    """Element offset of each lane (row-major) from the first, through the memref's innermost strides."""
+def _lane_offsets(mem, vector_type: ir.Type, dims: list[int | None]) -> list[int]:
+    """Element offset of each lane (row-major) from the first, through the strides of the memref dims that
+    the vector dims walk (0 along a broadcast dim)."""
     shape = list(vector_type.shape)
-    strides = mem.strides[len(mem.strides) - len(shape):]
+    strides = [0 if d is None else mem.strides[d] for d in dims]
     offsets = []
     for e in range(T.lanes(vector_type)):
         off, rest = 0, e
@@ -58,12 +68,12 @@ def _pointer(mem, idx: str) -> str:
 def transfer_read(em, op) -> None:
     source, result = op.operands[0], op.results[0]
     mt, vt = source.type, result.type
-    _check(op, mt, vt, 2)
+    dims = _check(op, mt, vt, 2)
     indices = list(op.operands[1:1 + mt.rank])
     mem = em.mems.get(source)
     if mem is None or T.is_i1(mem.element):
         raise UnsupportedOp("vector.transfer_read of an i1 memref or of a view")
-    offsets = _lane_offsets(mem, vt)
+    offsets = _lane_offsets(mem, vt, dims)
     rt, n = _rows(vt)
     slots = []
     for k in range(0, len(offsets), n):
@@ -82,12 +92,12 @@ def transfer_read(em, op) -> None:
 def transfer_write(em, op) -> None:
     value, dest = op.operands[0], op.operands[1]
     mt, vt = dest.type, value.type
-    _check(op, mt, vt, 2)
+    dims = _check(op, mt, vt, 2)
     indices = list(op.operands[2:2 + mt.rank])
     mem = em.mems.get(dest)
     if mem is None or T.is_i1(mem.element):
         raise UnsupportedOp("vector.transfer_write to an i1 memref or to a view")
-    offsets = _lane_offsets(mem, vt)
+    offsets = _lane_offsets(mem, vt, dims)
     rt, n = _rows(vt)
     for slot, k in zip(em.slots(value), range(0, len(offsets), n), strict=True):
         row = offsets[k:k + n]

@@ -100,6 +100,12 @@ def _from_elements(em, op) -> str:
     return _build(em, t, [_as_lane(v.type, em.val(v)) if T.width(t) else em.val(v) for v in op.operands])
 
 
+def _step(em, op) -> str:
+    """vector.step: the lanes 0, 1, ..., n-1."""
+    t = op.results[0].type
+    return _build(em, t, [T.int_literal(i, T.element_type(t)) for i in range(T.lanes(t))])
+
+
 def _fma(em, op) -> str:
     return f"fma({', '.join(em.val(v) for v in op.operands)})"
 
@@ -154,5 +160,6 @@ HANDLERS: dict[str, Handler] = {
     "vector.shuffle": _shuffle,
     "vector.from_elements": _from_elements,
     "vector.fma": _fma,
+    "vector.step": _step,
     "vector.reduction": _reduction,
 }

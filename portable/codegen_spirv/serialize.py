@@ -10,8 +10,11 @@ from pathlib import Path
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
 from ..errors import CompileError
+from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
+from .math_ops import accurate_log1p_expm1, accurate_tanh, expand_erf, f64_math_in_f32, remf_by_infinity
 from .private_allocs import allocs_to_private, expand_absi
+from .shifts import saturate_shifts, sign_extend_by_shifts
 from .vector_buffers import vectorize_buffers
 
 
@@ -57,14 +60,36 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             gmod = next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
             allocs_to_private(gmod)
             expand_absi(gmod)
+            saturate_shifts(gmod)
+            if profile.get("sext_via_shifts"):
+                sign_extend_by_shifts(gmod)
             vectorize_buffers(gmod)
             passmanager.PassManager.parse(
-                "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))").run(module.operation)
+                "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))"
+            ).run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
             bools_as_bytes(gmod, "StorageBuffer8BitAccess" in profile.get("spirv_caps", ()))
+            f64_math_in_f32(gmod)
+            expand_erf(gmod)
+            accurate_log1p_expm1(gmod)
+            accurate_tanh(gmod)
+            remf_by_infinity(gmod)
             passmanager.PassManager.parse(
-                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}},"
-                "gpu.module(lower-affine,math-expand-ops{ops=fpowi},canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
+                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}})").run(module.operation)
+            # The math/ub conversions read the target (which types and capabilities exist) from a
+            # `spirv.target_env` attribute; without it they assume a bare Vulkan 1.0 device, emulate f16 in
+            # f32 and leave f64 ops alone.
+            gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+            gm.attributes["spirv.target_env"] = ir.ArrayAttr(gm.attributes["targets"])[0]
+            # BF16_TO_F32: f16/bf16 math functions and bf16 arithmetic compute in f32 (f16 transcendentals are
+            # imprecise on some GPUs; f16 arithmetic stays f16); its arith-expand also expands ceildivsi,
+            # floordivsi and the like, which ArithToSPIRV has no pattern for.
+            passmanager.PassManager.parse(
+                f"builtin.module(gpu.module(lower-affine,{BF16_TO_F32},math-expand-ops{{ops=fpowi}},"
+                "canonicalize))").run(module.operation)
+            bf16_as_i16(gm.operation)
+            passmanager.PassManager.parse(
+                "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
                 "convert-gpu-to-spirv,"
                 "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
             ).run(module.operation)
@@ -72,6 +97,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
         _pin_version(module, profile.get("spirv_version", "v1.3"))
         _decorate_buffers(module, access)
+        _barriers_cover_buffers(module)
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.
@@ -101,19 +127,46 @@ def _pin_version(module: ir.Module, version: str) -> None:
             spv.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"v1\.\d", version, vce, count=1))
 
 
+def _barriers_cover_buffers(module: ir.Module) -> None:
+    """A gpu.barrier orders buffer (global) memory too in our kernels (a workgroup reduction's output is
+    zeroed by every thread, then accumulated by one), as OpenCL's barrier(CLK_GLOBAL_MEM_FENCE) does; upstream
+    lowers it with WorkgroupMemory semantics only, which leaves that a race in the Vulkan memory model. Add
+    UniformMemory."""
+    semantics = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|UniformMemory|WorkgroupMemory>")
+
+    def walk(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "spirv.ControlBarrier":
+                        inner.operation.attributes["memory_semantics"] = semantics
+                    walk(inner.operation)
+
+    for spv in module.body.operations:
+        if spv.operation.name == "spirv.module":
+            walk(spv.operation)
+
+
 def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
     """Restrict on every buffer, NonWritable on those the kernel only reads: what GLSL's `restrict readonly`
     gives, and what lets drivers use their read-only caches (the serializer turns these unit attributes
-    into OpDecorate)."""
+    into OpDecorate).
+
+    Not NonWritable on a buffer whose block type a written buffer shares (two tensors of one shape get one
+    struct type): the NVIDIA Vulkan driver (580) then dropped the writes to the other buffer too (measured on
+    the H200: a GEMV with a residual input of the output's shape returned the residual)."""
     for spv in module.body.operations:
         if spv.operation.name != "spirv.module":
             continue
-        for op in spv.regions[0].blocks[0].operations:
-            if op.operation.name != "spirv.GlobalVariable" or "binding" not in op.attributes:
-                continue
-            i = ir.IntegerAttr(op.attributes["binding"]).value
+        bound = [op.operation for op in spv.regions[0].blocks[0].operations
+                 if op.operation.name == "spirv.GlobalVariable" and "binding" in op.attributes]
+        binding = {id(op): ir.IntegerAttr(op.attributes["binding"]).value for op in bound}
+        written = {str(op.attributes["type"]) for op in bound
+                   if binding[id(op)] >= len(access) or "w" in access[binding[id(op)]]}
+        for op in bound:
+            i = binding[id(op)]
             op.attributes["restrict"] = ir.UnitAttr.get()
-            if i < len(access) and "w" not in access[i]:
+            if i < len(access) and "w" not in access[i] and str(op.attributes["type"]) not in written:
                 op.attributes["non_writable"] = ir.UnitAttr.get()
 
 

@@ -17,9 +17,22 @@ from .linalg_info import iterator_types, num_inputs
 from .mlir import ir
 
 MMA = 16  # the M = N = K of the one shape used: every listed device has 16x16x16 for f16
-WG_TILE = (64, 64)  # outputs per workgroup: 4 x 4 subgroups of one 16x16 tile each
 SUBGROUP = 32
-WORKGROUP_SIZE = (SUBGROUP * (WG_TILE[1] // MMA), WG_TILE[0] // MMA, 1)
+# Defaults (a profile may set coop_workgroup_tile / coop_subgroup_tile): 2 x 2 subgroups of 32 x 32 outputs,
+# i.e. 2 x 2 fragments per subgroup, so every A and B fragment loaded feeds two multiplies.
+WG_TILE = (64, 64)
+SG_TILE = (32, 32)
+
+
+def tiles(profile: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(workgroup tile, subgroup tile) in outputs (m, n) for this profile."""
+    wg = tuple(int(x) for x in profile.get("coop_workgroup_tile", WG_TILE))
+    sg = tuple(int(x) for x in profile.get("coop_subgroup_tile", SG_TILE))
+    if any(w % s or s % MMA for w, s in zip(wg, sg)):
+        raise ValueError(f"cooperative-matrix tiles {wg} / {sg}: the subgroup tile must divide the workgroup "
+                         f"tile and be a multiple of {MMA}")
+    return wg, sg  # type: ignore[return-value]
+
 
 _MAPS = ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)")
 
@@ -55,7 +68,8 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
         return False
     m, k = a.shape
     n = b.shape[1]
-    return m % WG_TILE[0] == 0 and n % WG_TILE[1] == 0 and k % MMA == 0
+    (wm, wn), _ = tiles(profile)
+    return m % wm == 0 and n % wn == 0 and k % MMA == 0
 
 
 def _is_fill(op: ir.Operation) -> bool:
@@ -63,25 +77,36 @@ def _is_fill(op: ir.Operation) -> bool:
         [o.name for o in op.regions[0].blocks[0].operations] == ["linalg.yield"]
 
 
-def emit_subgroup_tiles(emit, k: int, nfused: int) -> None:
-    """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wf{k}, %wp{k}_j): one 16x16
-    output tile per subgroup, a K loop of 16, vector contracts with the accumulator in iter_args."""
+def emit_subgroup_tiles(emit, k: int, nfused: int, subgroup_tile: tuple[int, int]) -> None:
+    """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wf{k}, %wp{k}_j): a tile of
+    16x16 fragments per subgroup, a K loop of 16, one vector contract per fragment with its accumulator in the
+    loop's iter_args, the fill forwarded into the accumulators' initial value."""
     any_op = "!transform.any_op"
-    emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall %wt{k} tile_sizes [{MMA}, {MMA}] "
+    sm, sn = subgroup_tile
+    emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall %wt{k} tile_sizes [{sm}, {sn}] "
          f"(mapping = [#gpu.warp<y>, #gpu.warp<x>]) : ({any_op}) -> ({any_op}, {any_op})")
     cont = f"%sf{k}"
-    handles = []
+    fills = []
     for j in range(1, nfused + 1):
         emit(f"    %sp{k}_{j}, %sc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
         cont = f"%sc{k}_{j}"
-        handles.append(f"%sp{k}_{j}")
+        fills.append(f"%sp{k}_{j}")
     emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %st{k} tile_sizes [0, 0, {MMA}] "
          f": ({any_op}) -> ({any_op}, {any_op})")
-    for h in [f"%kt{k}"] + handles:
-        emit(f"    transform.structured.vectorize {h} : {any_op}")
+    # Fragments of the subgroup tile: loops of 16 fully unrolled, so every fragment has static offsets.
+    _fragments(emit, f"%kt{k}", f"f{k}", (sm, sn), f"[{MMA}, {MMA}, 0]")
+    for i, h in enumerate(fills):
+        _fragments(emit, h, f"z{k}_{i}", (sm, sn), f"[{MMA}, {MMA}]")
+    emit(f'    %vo{k} = transform.structured.match ops{{["linalg.generic", "linalg.fill"]}} in {cont} '
+         f": ({any_op}) -> {any_op}")
+    emit(f"    transform.structured.vectorize %vo{k} : {any_op}")
     emit(f"    transform.apply_patterns to {cont} {{")
-    # (m,k)x(k,n) contract of the f16 operands themselves: what convert-vector-to-gpu matches.
+    # Slices of slices become one slice and reads/writes of slices read/write the tile at an offset, so each
+    # fragment's accumulator is a loop-invariant subset of the K loop's iter_arg (hoisted below); the
+    # contracts keep their f16 operands (fold_arith_extension), which is what convert-vector-to-gpu matches.
+    emit("      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice")
+    emit("      transform.apply_patterns.tensor.fold_tensor_subset_ops")
     emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
     emit("      transform.apply_patterns.vector.reduction_to_contract")
     emit("      transform.apply_patterns.vector.fold_arith_extension")
@@ -89,8 +114,17 @@ def emit_subgroup_tiles(emit, k: int, nfused: int) -> None:
     emit(f"    }} : {any_op}")
     emit(f"    transform.apply_licm to %kl{k} : {any_op}")
     emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
-    # The zero fill forwards into the accumulator's initial value (an mma constant after conversion).
+    # The zero fill forwards into the accumulators' initial values (mma constants after conversion).
     emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+
+
+def _fragments(emit, handle: str, name: str, tile: tuple[int, int], sizes: str) -> None:
+    any_op = "!transform.any_op"
+    emit(f"    %{name}t, %{name}m, %{name}n = transform.structured.tile_using_for {handle} tile_sizes {sizes} "
+         f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
+    for loop, extent in ((f"%{name}n", tile[1]), (f"%{name}m", tile[0])):
+        if extent // MMA > 1:
+            emit(f"    transform.loop.unroll {loop} {{factor = {extent // MMA}}} : {any_op}")
 
 
 def uses_mma(gpu_module_text: str) -> bool:

@@ -1,4 +1,4 @@
-"""Gather generics: ops that move data by index (pad, concat, static slices, im2col patches) rebuilt as
+"""Gather generics: ops that move data by index (pad, concat, static slices; im2col patches in conv_gemm.py) rebuilt as
 elementwise linalg.generic ops whose body reads the source with tensor.extract. Each becomes a kernel of its
 own; no tiling ever has to fuse them.
 """
@@ -6,7 +6,6 @@ own; no tiling ever has to fuse them.
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
-from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
 
@@ -147,97 +146,8 @@ def _zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:
     return x, [0] * rank
 
 
-def _nhwc_conv_params(op: ir.Operation) -> tuple[int, int, int, int] | None:
-    """(sh, sw, dh, dw) when `op` is a generalized NHWC/HWCF 2-D convolution, else None."""
-    import re
-
-    if op.name != "linalg.generic" or num_inputs(op) != 2 or classify(op).kind != "conv":
-        return None
-    if iterator_types(op) != ["parallel"] * 4 + ["reduction"] * 3:
-        return None
-    x_map, w_map, o_map = (str(m) for m in indexing_maps(op))
-    if w_map.split("->")[1].strip() != "(d4, d5, d6, d3)" or o_map.split("->")[1].strip() != "(d0, d1, d2, d3)":
-        return None
-    m = re.fullmatch(r"\(d0, d1(?: \* (\d+))? \+ d4(?: \* (\d+))?, d2(?: \* (\d+))? \+ d5(?: \* (\d+))?, d6\)",
-                     x_map.split("->")[1].strip())
-    if not m:
-        return None
-    sh, dh, sw, dw = (int(g) if g else 1 for g in m.groups())
-    return sh, sw, dh, dw
-
-
-def conv_to_im2col_matmul(conv: ir.Operation, max_bytes: int) -> bool:
-    """linalg.conv_2d_nhwc_hwcf -> patches gathered into an (N*OH*OW, KH*KW*C) matrix, times the filter as
-    a (KH*KW*C, F) matrix: the convolution runs on the register-blocked matmul path (implicit padding is
-    folded into the gather). Skipped (False) when the patch matrix would exceed `max_bytes`."""
-    params = _nhwc_conv_params(conv)
-    if params is None:
-        return False
-    x, w = conv.operands[0], conv.operands[1]
-    init = conv.operands[2]
-    out_t = ir.RankedTensorType(conv.results[0].type)
-    w_t = ir.RankedTensorType(w.type)
-    n, oh, ow, f = out_t.shape
-    kh, kw, c, _ = w_t.shape
-    elem = out_t.element_type
-    if ir.RankedTensorType(x.type).element_type != elem or w_t.element_type != elem:
-        return False
-    if n * oh * ow * kh * kw * c * max(elem.width // 8, 1) > max_bytes:
-        return False
-    sh, sw, dh, dw = params
-    src, low = _zero_pad_source(x)
-    src_t = ir.RankedTensorType(src.type)
-    cols_t = ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem)
-    m, k = n * oh * ow, kh * kw * c
-    i64 = ir.IntegerType.get_signless(64)
-
-    def reassoc(groups):
-        return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
-
-    with ir.InsertionPoint(conv), conv.location:
-        placeholder = tensor.EmptyOp([n, oh, ow, kh, kw, c], elem)
-    zero_attr = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
-
-    def body(i):
-        bn, boh, bow, bkh, bkw, bc = i
-        h = arith.SubIOp(arith.AddIOp(arith.MulIOp(boh, _idx(sh)).result, arith.MulIOp(bkh, _idx(dh)).result).result,
-                         _idx(low[1])).result
-        wv = arith.SubIOp(arith.AddIOp(arith.MulIOp(bow, _idx(sw)).result, arith.MulIOp(bkw, _idx(dw)).result).result,
-                          _idx(low[2])).result
-        ok_h, h = _clamped(h, src_t.shape[1])
-        ok_w, wv = _clamped(wv, src_t.shape[2])
-        v = tensor.ExtractOp(src, [bn, h, wv, bc]).result
-        if low[1] or low[2] or src_t.shape[1] < (oh - 1) * sh + (kh - 1) * dh + 1 or \
-                src_t.shape[2] < (ow - 1) * sw + (kw - 1) * dw + 1:
-            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, zero_attr).result).result
-        return v
-
-    cols = _gather_generic(placeholder.operation, cols_t, body)
-    with ir.InsertionPoint(conv), conv.location:
-        a = tensor.CollapseShapeOp(ir.RankedTensorType.get([m, k], elem), cols, reassoc([[0, 1, 2], [3, 4, 5]])).result
-        b = tensor.CollapseShapeOp(ir.RankedTensorType.get([k, f], elem), w, reassoc([[0, 1, 2], [3]])).result
-        producer = init.owner.operation if isinstance(init, ir.OpResult) else None
-        if producer is not None and producer.name == "linalg.generic" and classify(producer).kind == "fill":
-            # A fresh fill at the matmul's shape fuses into its kernel (a reshaped one would stay on the host).
-            scalar = list(producer.regions[0].blocks[0].operations)[-1].operands[0]
-            acc = linalg.fill(scalar, outs=[tensor.EmptyOp([m, f], elem).result])
-        else:
-            acc = tensor.CollapseShapeOp(ir.RankedTensorType.get([m, f], elem), init,
-                                         reassoc([[0, 1, 2], [3]])).result
-        mm = linalg.matmul(a, b, outs=[acc])
-        res = tensor.ExpandShapeOp(out_t, mm, reassoc([[0, 1, 2], [3]]), [], [n, oh, ow, f]).result
-    conv.results[0].replace_all_uses_with(res)
-    conv.erase()
-    return True
-
-
 def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
-    """Every (generalized) NHWC convolution whose patch matrix fits `max_bytes` becomes im2col + matmul.
-    Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes."""
-    for op in list(func_op.regions[0].blocks[0].operations):
-        if op.name == "linalg.generic":
-            conv_to_im2col_matmul(op, max_bytes)
-    for op in list(func_op.regions[0].blocks[0].operations):  # pads the gathers now read through
-        # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
-        if op.name in ("tensor.pad", "linalg.generic") and not any(list(r.uses) for r in op.results):
-            op.erase()
+    """Convolutions as im2col + matmul where the patch matrix fits `max_bytes` (conv_gemm.py)."""
+    from .conv_gemm import convs_to_matmul as run
+
+    run(func_op, max_bytes)

@@ -72,6 +72,8 @@ class OpKind:
     ranges: tuple[int, ...]
     iterators: tuple[str, ...]
     gathers: bool = False  # the body reads other tensors with tensor.extract (no vectorization for these)
+    # Matmuls: the second input is read along the output's innermost loop, (k, n) rather than (n, k).
+    contiguous_b: bool = False
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -103,4 +105,10 @@ def classify(op: ir.Operation) -> OpKind:
             kind = "matmul"  # mul + add + yield, with operand widening (f16 in, f32 accumulate) allowed
         else:
             kind = "reduction"
-    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op))
+    contiguous_b = False
+    if kind == "matmul":
+        maps = indexing_maps(op)
+        b_last, o_last = (m.results[-1] if len(m.results) else None for m in (maps[1], maps[-1]))
+        contiguous_b = isinstance(b_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
+            ir.AffineDimExpr(b_last).position == ir.AffineDimExpr(o_last).position
+    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b)

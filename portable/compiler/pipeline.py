@@ -93,7 +93,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         for g in groups:
             t = classify(g.target)
             if coop_matrix.eligible(g, profile, targets):
-                strategies.append(strategy.Strategy((*coop_matrix.WG_TILE, 0), (0, 0, 0), coop=True))
+                wg, sg = coop_matrix.tiles(profile)
+                strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
                 continue
             strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind))
         dump("dispatch", str(module))

@@ -24,15 +24,13 @@ class Strategy:
     # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
     # combining partials through workgroup memory (0 = each thread reduces whole rows).
     reduce_threads: int = 0
-    # Cooperative-matrix matmul (coop_matrix.py): one 16x16 tile per subgroup, workgroup size from there.
-    coop: bool = False
+    # Cooperative-matrix matmul (coop_matrix.py): outputs (m, n) per subgroup; one subgroup of 32 per tile.
+    coop: tuple[int, int] | None = None
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
         if self.coop:
-            from .coop_matrix import WORKGROUP_SIZE
-
-            return WORKGROUP_SIZE
+            return (32 * (self.tile[1] // self.coop[1]), self.tile[0] // self.coop[0], 1)
         if self.reduce_threads:
             return (self.reduce_threads, 1, 1)
         dims = [t for t in self.threads if t]
@@ -92,6 +90,17 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
+    if kind.kind == "matmul" and root is not None and root.contiguous_b and \
+            any(kind.ranges[d] % tile[d] for d in par[-3:]):
+        # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
+        # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
+        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations)
+        k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
+            else 1
+        # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
+        # vectors that the targets do not lower; e.g. 5x8 x 8x3): else the ragged tiles above stay.
+        if per[par[-1]] > 1 or (k_range % 2 == 0 and len(par) >= 2 and dtile[par[-2]] < kind.ranges[par[-2]]):
+            per_thread, tile, threads = per, dtile, dthreads
     # Outer parallel loops (batch) get one workgroup per index, through a linearized grid (see
     # transform_script), rather than a long loop inside every thread.
     for d in par[:-3]:
@@ -116,6 +125,31 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
+
+
+def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
+                           invocations: int) -> tuple[list[int], list[int], list[int]]:
+    """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
+    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1; rows: the largest divisor up to
+    the profile's), and thread counts that divide what is left (not necessarily powers of two)."""
+    per = [1] * len(kind.ranges)
+    tile = [0] * len(kind.ranges)
+    threads = [0] * len(kind.ranges)
+    budget = invocations
+    for j, d in enumerate(reversed(par[-3:])):
+        r = kind.ranges[d]
+        if j == 0:
+            per[d] = next(v for v in (4, 2, 1) if v <= max(per_thread[d], 1) and r % v == 0)
+        elif j == 1:
+            per[d] = _largest_divisor(r, max(per_thread[d], 1))
+        t = _largest_divisor(r // per[d], budget)
+        threads[d], tile[d] = t, t * per[d]
+        budget //= t
+    return per, tile, threads
 
 
 def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:

@@ -43,7 +43,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
         if s.coop:
-            coop_matrix.emit_subgroup_tiles(emit, k, len(fused))
+            coop_matrix.emit_subgroup_tiles(emit, k, len(fused), s.coop)
         elif g.chain and s.reduce_threads:
             _row_chain_workgroup(emit, g, s, len(fused))
         elif s.reduce_threads:

@@ -257,7 +257,7 @@ def spirv_target_env(options: dict) -> str:
 
 
 _CAP_NEEDS = {9: "fp16", 11: "int64", 39: "int8", 4434: "storage_buffer_16bit", 4448: "storage_buffer_8bit",
-              10: None}  # Float16, Int64, Int8, StorageBuffer16BitAccess, StorageBuffer8BitAccess, Float64
+              10: "fp64", 22: "int16"}  # Float16, Int64, Int8, StorageBuffer16/8BitAccess, Float64, Int16
 
 
 def spirv_capabilities(spirv: bytes) -> set[int]:

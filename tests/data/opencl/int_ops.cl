@@ -64,11 +64,11 @@ __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void int_ops(__global c
     a2[v0 + 2048] = v36;
     int v37 = pt_ceildivui_int(v1, v2);
     a2[v0 + 2304] = v37;
-    int v38 = (int)((uint)v1 << (uint)v3);
+    int v38 = (int)(((uint)v1 << min((uint)v3, (uint)31)) << (min((uint)v3, (uint)32) - min((uint)v3, (uint)31)));
     a2[v0 + 2560] = v38;
-    int v39 = v1 >> v3;
+    int v39 = (v1 >> min((uint)v3, (uint)31)) >> (min((uint)v3, (uint)32) - min((uint)v3, (uint)31));
     a2[v0 + 2816] = v39;
-    int v40 = (int)((uint)v1 >> (uint)v3);
+    int v40 = (int)(((uint)v1 >> min((uint)v3, (uint)31)) >> (min((uint)v3, (uint)32) - min((uint)v3, (uint)31)));
     a2[v0 + 3072] = v40;
     int v41 = min(v1, v2);
     a2[v0 + 3328] = v41;

@@ -37,7 +37,7 @@ __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void misc_types(__globa
     char v12 = a2[v0];
     char v13 = (char)((uchar)v12 / (uchar)((char)(-1)));
     char v14 = max(v13, ((char)(-128)));
-    char v15 = (char)((uchar)v14 >> (uchar)v13);
+    char v15 = (char)(((uchar)v14 >> min((uchar)v13, (uchar)7)) >> (min((uchar)v13, (uchar)8) - min((uchar)v13, (uchar)7)));
     a2[v0] = v15;
     long v16 = a3[v0];
     long v17 = max(v16, (-9223372036854775807L - 1L));

@@ -24,7 +24,7 @@ __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void vector_misc(__globa
     uint8 t0 = as_uint8(v7);
     int v8 = (int)(min(min(min(t0.s0, t0.s1), min(t0.s2, t0.s3)), min(min(t0.s4, t0.s5), min(t0.s6, t0.s7))));
     int8 v9 = pt_ceildivui_int8(v7, v5);
-    int8 v10 = as_int8(as_uint8(v9) << as_uint8(v7));
+    int8 v10 = as_int8((as_uint8(v9) << min(as_uint8(v7), (uint)31)) << (min(as_uint8(v7), (uint)32) - min(as_uint8(v7), (uint)31)));
     int8 v11 = as_int8(as_uint8(v10) + as_uint8(v9));
     int8 v12 = (v11 & 1) != 0;
     long8 v13 = convert_long8(v12);

@@ -14,7 +14,7 @@ __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void workgroup_sum(__gl
     lm0[v0] = v6;
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     for (int i0 = 0; i0 < 6; i0 += 1) {
-        int v7 = (int)((uint)32 >> (uint)i0);
+        int v7 = (int)(((uint)32 >> min((uint)i0, (uint)31)) >> (min((uint)i0, (uint)32) - min((uint)i0, (uint)31)));
         bool v8 = (uint)v0 < (uint)v7;
         if (v8) {
             int v9 = v0 + v7;
