@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .. import cache, config
@@ -57,6 +58,20 @@ def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
     dump(stage, str(module))
 
 
+def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
+    """Run the transform script on the module, then drop it."""
+    dump("transform-script", script)
+    body = module.body
+    for op in ir.Module.parse(script).body.operations:
+        body.append(op.operation.clone())
+    module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+    _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", "tile-and-map", dump)
+    for op in list(module.body.operations):
+        if op.operation.name == "transform.named_sequence":
+            op.operation.erase()
+    del module.operation.attributes["transform.with_named_sequence"]
+
+
 def public_func(module: ir.Module) -> ir.Operation:
     funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
     public = [f for f in funcs if "sym_visibility" not in f.attributes
@@ -98,17 +113,21 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
                 continue
             strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind))
         dump("dispatch", str(module))
-        script = transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups])
-        dump("transform-script", script)
-        body = module.body
-        for op in ir.Module.parse(script).body.operations:
-            body.append(op.operation.clone())
-        module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-        _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", "tile-and-map", dump)
-        for op in list(module.body.operations):
-            if op.operation.name == "transform.named_sequence":
-                op.operation.erase()
-        del module.operation.attributes["transform.with_named_sequence"]
+        ranges = [classify(g.target).ranges for g in groups]
+        before = str(module)
+        try:
+            _tile_and_map(module, transform_script.build(groups, strategies, ranges), dump)
+        except CompileError:
+            # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away
+            # while a handle still tracks it) falls back to scalar per-thread tiles rather than failing.
+            plain = [s if s.coop or not (s.vectorize or s.root_k_tile) else
+                     dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1))
+                     for s in strategies]
+            if plain == strategies:
+                raise
+            strategies = plain
+            module = ir.Module.parse(before)
+            _tile_and_map(module, transform_script.build(groups, strategies, ranges), dump)
         _run(module, OUTLINE, "outline", dump)
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
