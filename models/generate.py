@@ -160,7 +160,10 @@ def main() -> None:
         exe = portable.load(a.model, device=a.device)
     vocab = exe.outputs[0].shape[-1]
     prompt = [b % vocab for b in a.prompt.encode()]
-    ours = generate_portable(exe, prompt, a.new)
+    try:
+        ours = generate_portable(exe, prompt, a.new)
+    except ValueError as e:
+        raise SystemExit(f"models.generate: {e}; use a shorter --prompt or fewer --new tokens") from None
     report = {"device": a.device, "model": a.model.name, "prompt_tokens": len(prompt), "new_tokens": a.new,
               "kernels_per_step": len(exe.executable.dispatches), "portable_tokens_per_s": ours.tokens_per_s,
               "portable_prefill_s": ours.prefill_s, "tokens": ours.tokens[len(prompt):]}

@@ -13,8 +13,9 @@ import portable
 from models.generate import cache_layout, generate_onnxruntime, generate_portable
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "onnx" / "decoder_tiny.onnx"
-# A regression in fusion shows here: 2 layers of RMSNorm, rotary attention over the cache and a SwiGLU MLP.
-MAX_DISPATCHES = 65
+# A regression in fusion shows here: 2 layers of RMSNorm (one kernel each), rotary attention over the cache,
+# a SwiGLU MLP; 59 on lavapipe and PoCL (2026-11-29).
+MAX_DISPATCHES = 59
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is the reference for the model tests (test extra)")
 
