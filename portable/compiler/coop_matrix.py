@@ -1,10 +1,11 @@
 """Matmuls on cooperative matrices (VK_KHR_cooperative_matrix), where the device profile lists the shape.
 
 The strategy is upstream MLIR end to end: the workgroup tile is split among subgroups (`#gpu.warp` mapping),
-each subgroup's 16x16 output tile is vectorized over a K loop of 16 into a `vector.contract` whose f16
-operands keep their type (`fold_arith_extension`), the accumulator is hoisted into the loop's iter_args, and
-after outlining `convert-vector-to-gpu` turns the contract into `gpu.subgroup_mma_*` ops, which
-`convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. OpenCL C has no such types, so this is a Vulkan-only
+each subgroup's tile is cut into 16x16 fragments (loops fully unrolled) over a K loop of 16, each fragment a
+`vector.contract` whose f16 operands keep their type (`fold_arith_extension`), the accumulators hoisted into
+the loop's iter_args, and after outlining `convert-vector-to-gpu` turns the contracts into `gpu.subgroup_mma_*`
+ops, which `convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. Devices whose default subgroup is not 32
+(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types, so this is a Vulkan-only
 strategy: a graph compiled for both targets keeps the register-blocked FMA strategy.
 
 Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
