@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, Recording, Step
-from .errors import ShapeMismatch
+from .errors import PortableError, ShapeMismatch
 from .executable import Dispatch, Executable, TensorSig
 from .memory import BufferPool, plan_buffers
+from .memory.pieces import Pieces, plan_pieces
 from .memory.pool import align_up
 
 DEFAULT_IN_FLIGHT = 2
@@ -79,19 +80,42 @@ class BoundExecutable:
         self._constants: dict[int, Any] = {}
         self._const_owned: list[Any] = []
         self._bound = bound_bytes(exe)  # slot -> the most bytes of it one dispatch binds
-        try:
-            for sid, data in exe.constants.items():
-                buf = self._acquire(self._const_owned, exe.slots[sid].nbytes, f"constant slot {sid}",
-                                    self._bound.get(sid, 0))
-                self._constants[sid] = buf
-                backend.upload(buf, np.ascontiguousarray(data))
-        except BaseException:
-            self.release()
-            raise
         temps = {s.id: s.nbytes for s in exe.slots if s.kind == "temp"}
         self._assignment, self._temp_sizes = plan_buffers(temps, [d.slots for d in exe.dispatches])
         self._buffer_bytes = {s.id: self._temp_sizes[self._assignment[s.id]] if s.kind == "temp" else s.nbytes
                               for s in exe.slots}
+        self._pieces = self._plan_pieces()
+        # slot id -> how many pool buffers hold it, for slots held in pieces (more than one allocation).
+        self.pieces = {s.id: len(self._pieces[self._key(s.id)]) for s in exe.slots if self._key(s.id) in self._pieces}
+        carried = {exe.outputs[k][0]: f"output {k}" for k in self.carry}
+        carried.update({exe.input_slots[i]: f"input {i}" for i in self.carry.values()})
+        for sid, what in carried.items():
+            if sid in self.pieces:
+                raise PortableError(
+                    f"carried state {what} needs {self._buffer_bytes[sid]} bytes, above the largest single "
+                    f"allocation of {pool.max_block} bytes; it would be held in {self.pieces[sid]} pieces, which "
+                    f"state carried on the device does not support: run the graph without with_state() and feed "
+                    f"the state back from the host")
+        # Per non-carried input / output: the byte ranges (one per piece) it is uploaded / downloaded in.
+        carried_in = set(self.carry.values())
+        self._in_cuts = [self._cuts(sid, sig.nbytes) for i, (sid, sig) in enumerate(zip(exe.input_slots, exe.inputs))
+                         if i not in carried_in]
+        self._out_cuts = [self._cuts(sid, sig.nbytes) for k, (sid, sig) in enumerate(exe.outputs)
+                          if k not in self.carry]
+        try:
+            for sid, data in exe.constants.items():
+                buf = self._acquire_slot(self._const_owned, sid, f"constant slot {sid}")
+                self._constants[sid] = buf
+                raw = np.ascontiguousarray(data)
+                if isinstance(buf, Pieces):
+                    raw = raw.reshape(-1).view(np.uint8)
+                    for piece, start, end in buf.parts(raw.nbytes):
+                        backend.upload(piece, raw[start:end])
+                else:
+                    backend.upload(buf, raw)
+        except BaseException:
+            self.release()
+            raise
         self.device_bytes = self._held + self._frame_bytes()  # constants + one frame: one run's footprint
 
     # ---- memory ---------------------------------------------------------------------------------------
@@ -99,6 +123,50 @@ class BoundExecutable:
         a = self.pool.alignment
         rest = sum(align_up(max(s.nbytes, 4), a) for s in self.exe.slots if s.kind in ("input", "output"))
         return rest + sum(align_up(max(n, 4), a) for n in self._temp_sizes)
+
+    def _key(self, sid: int) -> tuple[str, int]:
+        """The device buffer a slot lives in: its own, or the shared buffer of an intermediate."""
+        return ("temp", self._assignment[sid]) if sid in self._assignment else ("slot", sid)
+
+    def _plan_pieces(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """Buffers above the pool's largest allocation that every dispatch binds by byte ranges: cut into
+        pieces between the ranges (see memory/pieces.py). Buffers that cannot be cut are left out; acquiring
+        them raises OutOfDeviceMemory naming the buffer, its size and the limit."""
+        limit = self.pool.max_block
+        if not limit:
+            return {}
+        ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for s in self.exe.slots:
+            ranges.setdefault(self._key(s.id), [])
+        for d in self.exe.dispatches:
+            for i, sid in enumerate(d.slots):
+                ranges[self._key(sid)].append(d.binding(i, self.exe.slots[sid].nbytes))
+        out = {}
+        for key, rs in ranges.items():
+            nbytes = self._temp_sizes[key[1]] if key[0] == "temp" else self.exe.slots[key[1]].nbytes
+            if nbytes > limit:
+                plan = plan_pieces(nbytes, rs, limit, self.pool.alignment)
+                if plan is not None and len(plan) > 1:
+                    out[key] = plan
+        return out
+
+    def _cuts(self, sid: int, nbytes: int) -> list[tuple[int, int]] | None:
+        """The byte ranges of the first `nbytes` of slot `sid`, one per piece; None for a slot in one buffer."""
+        plan = self._pieces.get(self._key(sid))
+        return None if plan is None else [(s, min(e, nbytes)) for s, e in plan if s < nbytes]
+
+    def _acquire_slot(self, owned: list[Any], sid: int, name: str, key: tuple[str, int] | None = None,
+                      nbytes: int | None = None, bound: int | None = None) -> Any:
+        """A slot's buffer (or a shared intermediate's, by `key`): one pool buffer, or Pieces where it is cut."""
+        key = self._key(sid) if key is None else key
+        nbytes = self.exe.slots[sid].nbytes if nbytes is None else nbytes
+        bound = self._bound.get(sid, 0) if bound is None else bound
+        plan = self._pieces.get(key)
+        if plan is None:
+            return self._acquire(owned, nbytes, name, bound)
+        return Pieces(plan, [self._acquire(owned, end - start, f"{name} (piece {k + 1} of {len(plan)})",
+                                           min(bound, end - start))
+                             for k, (start, end) in enumerate(plan)])
 
     def _acquire(self, owned: list[Any], nbytes: int, name: str, bound: int | None = None) -> Any:
         buf = self.pool.acquire(nbytes, name, bound)
@@ -118,12 +186,12 @@ class BoundExecutable:
                 names.setdefault(sid, f"output {k} {tuple(sig.shape)} {sig.dtype}")
             for s in exe.slots:
                 if s.kind in ("input", "output"):
-                    frame.buffers[s.id] = self._acquire(frame.owned, s.nbytes, names.get(s.id, f"slot {s.id}"),
-                                                        self._bound.get(s.id, 0))
+                    frame.buffers[s.id] = self._acquire_slot(frame.owned, s.id, names.get(s.id, f"slot {s.id}"))
             shared_bound = [0] * len(self._temp_sizes)
             for sid, i in self._assignment.items():
                 shared_bound[i] = max(shared_bound[i], self._bound.get(sid, 0))
-            shared = [self._acquire(frame.owned, n, f"intermediate buffer {i} of the plan", shared_bound[i])
+            shared = [self._acquire_slot(frame.owned, -1, f"intermediate buffer {i} of the plan", ("temp", i), n,
+                                         shared_bound[i])
                       for i, n in enumerate(self._temp_sizes)]
             for s in exe.slots:
                 if s.kind == "temp":
@@ -131,10 +199,11 @@ class BoundExecutable:
             steps = [Step(self._loaded[d.kernel], self._bindings(frame, d), tuple(d.grid), tuple(d.push_constants))
                      for d in exe.dispatches]
             carried_in = set(self.carry.values())
-            uploads = [(frame.buffers[sid], sig.nbytes) for i, (sid, sig) in enumerate(zip(exe.input_slots, exe.inputs))
-                       if i not in carried_in]
-            downloads = [(frame.buffers[sid], sig.nbytes) for k, (sid, sig) in enumerate(exe.outputs)
-                         if k not in self.carry]
+            # A slot held in pieces is uploaded / downloaded piece by piece (submit slices and re-joins).
+            uploads = [part for i, (sid, sig) in enumerate(zip(exe.input_slots, exe.inputs)) if i not in carried_in
+                       for part in self._transfers(frame.buffers[sid], sig.nbytes)]
+            downloads = [part for k, (sid, sig) in enumerate(exe.outputs) if k not in self.carry
+                         for part in self._transfers(frame.buffers[sid], sig.nbytes)]
             copies = [(frame.buffers[exe.outputs[k][0]], frame.buffers[exe.input_slots[i]], exe.inputs[i].nbytes)
                       for k, i in self.carry.items()]
             for i in carried_in:  # the state starts at zero until set_state()
@@ -146,6 +215,12 @@ class BoundExecutable:
         frame.nbytes = self._held - held_before
         return frame
 
+    @staticmethod
+    def _transfers(buf: Any, nbytes: int) -> list[tuple[Any, int]]:
+        if isinstance(buf, Pieces):
+            return [(piece, end - start) for piece, start, end in buf.parts(nbytes)]
+        return [(buf, nbytes)]
+
     def _bindings(self, frame: Frame, d: Dispatch) -> tuple[Any, ...]:
         """The buffers dispatch `d` binds: a slot's buffer, or a view of the byte range the dispatch names where
         the buffer is larger than the device binds (a kernel run in chunks, or a small intermediate sharing a
@@ -156,6 +231,9 @@ class BoundExecutable:
             offset, size = d.binding(i, self.exe.slots[sid].nbytes)
             whole = self._buffer_bytes[sid]
             plain = not d.offsets and (not self.pool.max_range or whole <= self.pool.max_range)
+            if isinstance(buf, Pieces):  # the range lies inside one piece: bind that piece, or a view of it
+                k, offset = buf.locate(offset, size)
+                buf, whole, plain = buf.buffers[k], buf.ranges[k][1] - buf.ranges[k][0], False
             if plain or (offset == 0 and size >= whole):  # exact ranges keep chunks of one buffer independent
                 out.append(buf)
                 continue
@@ -228,8 +306,15 @@ class BoundExecutable:
         """Start a run; the Future resolves to the tuple of outputs (numpy arrays)."""
         inputs = self.check_inputs(arrays)
         frame = self._take_frame()
+        flat: list[np.ndarray] = []
+        for arr, cuts in zip(inputs, self._in_cuts):
+            if cuts is None:
+                flat.append(arr)
+            else:  # one upload per piece: the matching bytes of the input
+                raw_bytes = arr.reshape(-1).view(np.uint8)
+                flat.extend(raw_bytes[start:end] for start, end in cuts)
         try:
-            raw = frame.recording.submit(inputs)
+            raw = frame.recording.submit(flat)
         except BaseException:
             self._give_back(frame)
             raise
@@ -241,7 +326,12 @@ class BoundExecutable:
             if f.exception() is not None:
                 out.set_exception(f.exception())
                 return
-            out.set_result(tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(f.result(), sigs)))
+            parts, joined = list(f.result()), []
+            for cuts in self._out_cuts:
+                n = 1 if cuts is None else len(cuts)
+                joined.append(parts[0] if n == 1 else np.concatenate(parts[:n]))
+                del parts[:n]
+            out.set_result(tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, sigs)))
 
         raw.add_done_callback(done)
         return out

@@ -1,7 +1,8 @@
 """Kernels over tensors larger than a device binds at once run in chunks (compiler/split.py): several dispatches
 of one kernel, each binding a byte range of the big buffers, which live whole in one pool block. Forced on with
 a small `max_bind_bytes` on every device; for real on lavapipe (maxStorageBufferRange 128 MiB); and where no
-loop allows it, OutOfDeviceMemory names the buffer, its size and the limit."""
+loop allows it, OutOfDeviceMemory names the buffer, its size and the limit. A chunked tensor above one allocation
+(CL_DEVICE_MAX_MEM_ALLOC_SIZE) is held in several pool buffers, cut between the chunks."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from portable import profiles
 from portable.api import CompiledGraph
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
-from portable.errors import OutOfDeviceMemory
+from portable.errors import OutOfDeviceMemory, PortableError
 from portable.executable import Executable
 from portable.memory import BufferPool, barriers, uses
 from portable.package import Package, write
@@ -164,3 +165,89 @@ def test_views_of_one_block_overlap_only_where_they_share_bytes(device):
         for v in halves + ([whole] if whole is not buf else []):
             live.pool.release(v)
         live.pool.release(buf)
+
+
+# ---- tensors above one allocation: a slot held in several pool buffers ("pieces") -------------------------
+def test_plan_pieces_cuts_between_bound_ranges():
+    from portable.memory import plan_pieces
+    chunks = [(0, 1000), (1024, 1000), (2048, 952)]
+    assert plan_pieces(3000, chunks, 4096, 256) == [(0, 3000)]  # fits one allocation: one piece
+    assert plan_pieces(3000, chunks, 2100, 256) == [(0, 2048), (2048, 3000)]  # two ranges in the first piece
+    assert plan_pieces(3000, chunks, 1100, 256) == [(0, 1024), (1024, 2048), (2048, 3000)]
+    assert plan_pieces(3000, [(0, 1000), (512, 1000)], 1200, 256) is None  # overlapping ranges: 1512 together
+    assert plan_pieces(3000, [(0, 3000)], 1200, 256) is None  # bound whole
+    assert plan_pieces(3000, [(0, 1000), (1000, 1000)], 1100, 256) is None  # no aligned cut between them
+    assert plan_pieces(5000, [(0, 100)], 2048, 256) == [(0, 2048), (2048, 4096), (4096, 5000)]  # unbound bytes
+
+
+def _lower_max_block(monkeypatch, live, limit):
+    """The test devices allow allocations of hundreds of MiB (PoCL, lavapipe), so a tensor above one allocation
+    would take GBs of host memory here. Lowering the live pool's limits makes a few-MiB tensor "too large for one
+    allocation" the way a 1.2 GB tensor is on Adreno (CL_DEVICE_MAX_MEM_ALLOC_SIZE ~1 GB); monkeypatch restores
+    them for the next test. block_bytes too, so that new blocks respect the lowered limit."""
+    monkeypatch.setattr(live.pool, "max_block", limit)
+    monkeypatch.setattr(live.pool, "block_bytes", min(live.pool.block_bytes, limit))
+
+
+def test_elementwise_chain_over_several_allocations(device, monkeypatch):
+    g = portable.Graph()
+    x, y = g.input((4000, 512)), g.input((4000, 512))  # 7.8 MiB each: 8 chunks of 512 rows (1 MiB)
+    g.output(g.relu(g.mul(g.add(x, y), y)))
+    live, exe = _compile(g, device, MIB)
+    assert len(exe.dispatches) == 8
+    _lower_max_block(monkeypatch, live, 5 * MIB // 2)  # 2.5 MiB: two 1 MiB chunks per piece
+    rng = np.random.default_rng(3)
+    xs, ys = (rng.standard_normal((4000, 512), dtype=np.float32) for _ in range(2))
+    with CompiledGraph(exe, live) as cg:
+        bound = cg._bind()
+        slots = [*exe.input_slots, exe.outputs[0][0]]
+        assert {sid: bound.pieces.get(sid) for sid in slots} == {sid: 4 for sid in slots}
+        for _ in range(2):  # a frame replayed: the pieces keep their data apart
+            out, = cg(xs, ys)
+            np.testing.assert_allclose(out, np.maximum((xs + ys) * ys, 0), rtol=1e-6, atol=1e-6)
+            xs, ys = ys, xs
+        held = [live.pool._leases[id(b)].nbytes for f in bound._frames for sid in slots
+                for b in f.buffers[sid].buffers]
+        assert held and max(held) <= 5 * MIB // 2  # no buffer above the (lowered) allocation limit
+
+
+def test_matmul_and_softmax_over_several_allocations(device, monkeypatch):
+    g = portable.Graph()
+    a, b, bias = g.input((4096, 256)), g.input((256, 256)), g.input((256,))
+    h = g.relu(g.add(g.matmul(a, b), bias))  # A, the intermediate h and the result 4 MiB each: split along M
+    g.output(g.softmax(h, axis=-1))
+    live, exe = _compile(g, device, MIB)
+    _lower_max_block(monkeypatch, live, 2 * MIB)
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((4096, 256), dtype=np.float32) / 8, rng.standard_normal((256, 256), dtype=np.float32)
+    C = rng.standard_normal(256, dtype=np.float32)
+    with CompiledGraph(exe, live) as cg:
+        bound = cg._bind()
+        temps = [s.id for s in exe.slots if s.kind == "temp"]
+        big = [exe.input_slots[0], exe.outputs[0][0], *temps]
+        assert temps and all(bound.pieces.get(sid, 1) > 1 for sid in big), bound.pieces
+        assert exe.input_slots[1] not in bound.pieces  # B (256 KiB) fits one allocation
+        out, = cg(A, B, C)
+        np.testing.assert_allclose(out, g.reference(A, B, C)[0], rtol=1e-4, atol=1e-6)
+
+
+def test_slot_bound_whole_above_one_allocation_is_refused(device, monkeypatch):
+    g = portable.Graph()
+    x = g.input((1024, 512))  # 2 MiB, bound whole (4 MiB bindable): no range to cut between
+    g.output(g.relu(x))
+    live, exe = _compile(g, device, 4 * MIB)
+    _lower_max_block(monkeypatch, live, MIB)
+    with CompiledGraph(exe, live) as cg, pytest.raises(
+            OutOfDeviceMemory, match=r"input 0 \(1024, 512\) float32' needs 2097152 bytes \(2.0 MiB\), above the "
+                                     r"largest single allocation .* = 1048576 bytes"):
+        cg(np.zeros((1024, 512), np.float32))
+
+
+def test_carried_state_in_pieces_is_refused(device, monkeypatch):
+    g = portable.Graph()
+    s, x = g.input((4000, 512)), g.input((4000, 512))
+    g.output(g.add(s, x))
+    live, exe = _compile(g, device, MIB)
+    _lower_max_block(monkeypatch, live, 5 * MIB // 2)
+    with CompiledGraph(exe, live) as cg, pytest.raises(PortableError, match=r"carried state (in|out)put 0 needs 8192000 bytes.* 4 pieces"):
+        cg.with_state({0: 0})

@@ -1,6 +1,7 @@
 """API-neutral device memory: pooled sub-allocation, staging rings, liveness planning, dependency analysis."""
 
 from .hazards import Region, Use, barriers, dependencies, uses
+from .pieces import Pieces, plan_pieces
 from .planner import plan_buffers
 from .pool import BlockSource, BufferPool, RangeAllocator
 from .staging import StagingRing
@@ -8,6 +9,7 @@ from .staging import StagingRing
 __all__ = [
            "BlockSource",
            "BufferPool",
+           "Pieces",
            "RangeAllocator",
            "Region",
            "StagingRing",
@@ -15,5 +17,6 @@ __all__ = [
            "barriers",
            "dependencies",
            "plan_buffers",
+           "plan_pieces",
            "uses",
 ]
