@@ -201,3 +201,21 @@ def test_attention_scores_softmax(device, tmp_path):
     exe = _run(g, [(4, 64, 32), (4, 32, 96)], device, tmp_path)
     if _fuses(device):
         assert len(exe.kernels) == 2
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_nvidia_profile_one_kernel_coalesced(family):
+    """The NVIDIA profile (256 threads, workgroup-memory rows): one kernel per softmax/layernorm, and every
+    step takes columns cyclically (thread t: t, t+256, ...), so the OpenCL C indexes by the local id plus the
+    loop counter and never scales the local id into a contiguous chunk."""
+    import re
+
+    g, _ = BUILD[family](8, 4096)
+    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()["nvidia"]),
+                         ("vulkan", "opencl"))
+    assert len(exe.kernels) == 1 and len(exe.dispatches) == 1
+    assert exe.kernels[0].workgroup_size == (256, 1, 1)
+    src = exe.kernels[0].opencl
+    lid = re.search(r"int (v\d+) = \(int\)get_local_id\(0\);", src).group(1)
+    assert not re.search(rf"\b{lid} \* \d+", src), src
+    assert re.search(rf"= {lid} \+ i\d+;", src), src

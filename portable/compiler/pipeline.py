@@ -70,6 +70,7 @@ def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
         if op.operation.name == "transform.named_sequence":
             op.operation.erase()
     del module.operation.attributes["transform.with_named_sequence"]
+    transform_script.hoist_step_barriers(module)
 
 
 def public_func(module: ir.Module) -> ir.Operation:

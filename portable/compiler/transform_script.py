@@ -5,7 +5,14 @@ from __future__ import annotations
 from . import coop_matrix
 from .dispatch import Group
 from .linalg_info import classify
+from .mlir import gpu, ir
 from .strategy import Strategy
+
+
+# Marks the serial column loops of row-chain steps (_row_chain_workgroup): in each iteration a thread reads and
+# writes only its own columns and partials, so the barrier that thread mapping puts at the end of the body is
+# needed once, after the loop (hoist_step_barriers).
+CYCLIC = "portable.cyclic_step"
 
 
 def _mapping(kind: str, n: int) -> str:
@@ -197,7 +204,13 @@ def _workgroup_reduction(emit, g: Group, s: Strategy, nfused: int) -> None:
 def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
     """A row chain on one workgroup per row, op by op in order: elementwise ops split the row over the threads
     into a workgroup-memory row; reductions reduce per-thread partials in workgroup memory, combined on one
-    thread into a workgroup-memory result that every thread then reads (a barrier follows each step)."""
+    thread into a workgroup-memory result that every thread then reads (a barrier follows each step).
+
+    Columns go to threads cyclically (thread t takes columns t, t+T, t+2T, ...), so at each step the threads
+    of a subgroup read consecutive addresses (coalesced global reads, conflict-free workgroup-memory banks):
+    each step is first tiled by T columns with a serial loop (`tile_using_for`; reductions
+    `tile_reduction_using_for`, which keeps a T-wide partial across the loop), then the T columns of a tile are
+    mapped one per thread."""
     any_op = "!transform.any_op"
     k = g.index
     t = s.reduce_threads
@@ -214,30 +227,40 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
         info = classify(op)
         nloops = len(info.ranges)
         last = i == n - 1
+
+        def cols(v: int) -> str:
+            return ", ".join(str(v) if d == nloops - 1 else "0" for d in range(nloops))
+
         if info.kind == "elementwise":
-            nts = ", ".join(str(t) if d == nloops - 1 else "0" for d in range(nloops))
-            emit(f"    %re{k}_{i}, %ref{k}_{i} = transform.structured.tile_using_forall {h} num_threads [{nts}] "
-                 f"(mapping = [#gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
             if not last:
-                emit(f"    %rb{k}_{i}, %rn{k}_{i} = transform.structured.bufferize_to_allocation %ref{k}_{i} "
+                # The whole row lives in workgroup memory (its later readers take other columns than this
+                # thread wrote).
+                emit(f"    %rb{k}_{i}, %rn{k}_{i} = transform.structured.bufferize_to_allocation {h} "
                      f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")
+            emit(f"    %rs{k}_{i}, %rsl{k}_{i} = transform.structured.tile_using_for {h} tile_sizes [{cols(t)}] "
+                 f": ({any_op}) -> ({any_op}, {any_op})")
+            emit(f"    %re{k}_{i}, %ref{k}_{i} = transform.structured.tile_using_forall %rs{k}_{i} "
+                 f"num_threads [{cols(t)}] (mapping = [#gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+            emit(f'    transform.annotate %rsl{k}_{i} "{CYCLIC}" : {any_op}')
             continue
-        one = ", ".join("1" if d == nloops - 1 else "0" for d in range(nloops))
         # Per-thread partials in workgroup memory; past a subgroup's worth, the partials are reduced the same way
         # once more (a two-level tree), so the serial combine is short.
         src = h
         for lvl, nt in enumerate([t] + ([32] if t > 32 else [])):
-            nts = ", ".join(str(nt) if d == nloops - 1 else "0" for d in range(nloops))
             emit(f"    %rf{k}_{i}_{lvl}, %rp{k}_{i}_{lvl}, %rcb{k}_{i}_{lvl}, %rl{k}_{i}_{lvl} = "
-                 f"transform.structured.tile_reduction_using_forall {src} by num_threads = [{nts}] "
-                 f"tile_sizes = [{one}] mapping = [#gpu.thread<x>] "
+                 f"transform.structured.tile_reduction_using_for {src} by tile_sizes = [{cols(nt)}] "
                  f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})")
+            # Each thread initializes its own partial.
             ones = ", ".join(["1"] * (nloops - 1) + [str(nt)])
             emit(f"    %rft{k}_{i}_{lvl}, %rff{k}_{i}_{lvl} = transform.structured.tile_using_forall %rf{k}_{i}_{lvl} "
                  f"num_threads [{ones}] (mapping = [{_mapping('thread', nloops)}]) : ({any_op}) -> ({any_op}, {any_op})")
             emit(f"    %rpb{k}_{i}_{lvl}, %rpn{k}_{i}_{lvl} = transform.structured.bufferize_to_allocation "
                  f"%rff{k}_{i}_{lvl} {{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} "
                  f": {any_op}")
+            # Within a tile of nt columns, column j goes to thread j.
+            emit(f"    %rpt{k}_{i}_{lvl}, %rpf{k}_{i}_{lvl} = transform.structured.tile_using_forall %rp{k}_{i}_{lvl} "
+                 f"num_threads [{cols(nt)}] (mapping = [#gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+            emit(f'    transform.annotate %rl{k}_{i}_{lvl} "{CYCLIC}" : {any_op}')
             src = f"%rcb{k}_{i}_{lvl}"
         emit(f"    %rcb{k}_{i} = transform.merge_handles {src} : {any_op}")
         # The combine, and the init it starts from, on one thread.
@@ -250,3 +273,33 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
         if not last:
             emit(f"    %rcr{k}_{i}, %rcn{k}_{i} = transform.structured.bufferize_to_allocation %rcc{k}_{i} "
                  f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")
+
+
+def hoist_step_barriers(module: ir.Module) -> None:
+    """Run after thread mapping: the serial column loops of row-chain steps (marked CYCLIC) end their body
+    with the barrier of the thread-mapped step inside; no thread reads another's columns within the loop, so
+    one barrier after the loop suffices (a barrier per iteration would also keep each thread to one
+    outstanding global load)."""
+    loops: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name == "scf.for" and CYCLIC in op.attributes:
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for loop in loops:
+        del loop.attributes[CYCLIC]
+        body = list(loop.regions[0].blocks[0].operations)
+        # Copies of a tile onto itself (left by bufferization of the step's in-place writes) do nothing.
+        for op in body:
+            if op.operation.name == "memref.copy" and op.operation.operands[0] == op.operation.operands[1]:
+                op.operation.erase()
+        body = list(loop.regions[0].blocks[0].operations)
+        barriers = [op for op in body if op.operation.name == "gpu.barrier"]
+        # Only the trailing barrier, and only where the body has no other (then it is not a plain step).
+        if len(body) < 2 or len(barriers) != 1 or body[-2].operation != barriers[0].operation:
+            continue
+        barriers[0].operation.erase()
+        with ir.InsertionPoint.after(loop), loop.location:
+            gpu.BarrierOp()
