@@ -58,6 +58,32 @@ def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
     dump(stage, str(module))
 
 
+def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper, plain: bool):
+    """Dispatch formation, a strategy per group, and the transform script that tiles, bufferizes and maps
+    them: (groups, splits, strategies). `plain`: no row chains, no vector registers (the fallback)."""
+    if plain:
+        profile = dict(profile, row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
+    groups = dispatch.form_groups(public_func(module), profile)
+    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
+    groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
+                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
+    strategies = []
+    for g in groups:
+        t = classify(g.target)
+        if coop_matrix.eligible(g, profile, targets):
+            wg, sg = coop_matrix.tiles(profile)
+            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
+            continue
+        s = strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind)
+        if plain:
+            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1))
+        strategies.append(s)
+    dump("dispatch", str(module))
+    _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
+                  dump)
+    return groups, splits, strategies
+
+
 def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
     """Run the transform script on the module, then drop it."""
     dump("transform-script", script)
@@ -101,34 +127,15 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
-        groups = dispatch.form_groups(public_func(module), profile)
-        # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
-        groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
-                                            int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
-        strategies = []
-        for g in groups:
-            t = classify(g.target)
-            if coop_matrix.eligible(g, profile, targets):
-                wg, sg = coop_matrix.tiles(profile)
-                strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
-                continue
-            strategies.append(strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind))
-        dump("dispatch", str(module))
-        ranges = [classify(g.target).ranges for g in groups]
         before = str(module)
+        # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a
+        # handle still tracks it) falls back to plain ones: scalar per-thread tiles and no row chains, formed
+        # again from the module as it was before dispatch formation (a failed run leaves it half rewritten).
         try:
-            _tile_and_map(module, transform_script.build(groups, strategies, ranges), dump)
+            groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=False)
         except CompileError:
-            # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away
-            # while a handle still tracks it) falls back to scalar per-thread tiles rather than failing.
-            plain = [s if s.coop or not (s.vectorize or s.root_k_tile) else
-                     dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1))
-                     for s in strategies]
-            if plain == strategies:
-                raise
-            strategies = plain
             module = ir.Module.parse(before)
-            _tile_and_map(module, transform_script.build(groups, strategies, ranges), dump)
+            groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=True)
         _run(module, OUTLINE, "outline", dump)
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)

@@ -45,6 +45,13 @@ class Strategy:
         return (n, 1, 1)
 
 
+def _pow2_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
 def _pow2_at_least(n: int) -> int:
     p = 1
     while p < n:
@@ -83,10 +90,12 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
     budget = invocations
-    # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions).
-    for d in reversed(par[-3:]):
+    # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
+    # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
+    max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
+    for i, d in enumerate(reversed(par[-3:])):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
-        t = min(budget, _pow2_at_least(need))
+        t = min(budget, _pow2_at_least(need), _pow2_at_most(int(max_size[i])))
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
