@@ -47,8 +47,8 @@ def test_cache_window_is_checked(device):
 
 
 def test_decoder_compiled_for_another_profile_runs_here(device):
-    """The nvidia profile's kernels (no 8-bit storage in SPIR-V: i8/bool buffers emulated on 32-bit words,
-    workgroup reductions) compiled here and run on this device: what an ahead-of-time package does."""
+    """The nvidia profile's kernels (workgroup reductions), here without 8-bit storage in SPIR-V (i8/bool buffers
+    emulated on 32-bit words), compiled here and run on this device: what an ahead-of-time package does."""
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
     from portable.compiler.pipeline import compile_module
@@ -56,7 +56,9 @@ def test_decoder_compiled_for_another_profile_runs_here(device):
 
     live = open_device(device)
     opts = profiles.codegen_options(profiles.all_profiles()["nvidia"])
-    assert "StorageBuffer8BitAccess" not in opts["spirv_caps"]
+    # Without 8-bit storage, as on devices that lack it: the emulated path is the one that went wrong.
+    opts = dict(opts, spirv_caps=[c for c in opts["spirv_caps"] if c not in ("Int8", "StorageBuffer8BitAccess")],
+                spirv_exts=[e for e in opts["spirv_exts"] if e != "SPV_KHR_8bit_storage"])
     exe = CompiledGraph(compile_module(graph_text(MODEL), opts, (live.info.api,)), live)
     prompt = [ord(c) for c in "a KV cache"]
     ours, ref = generate_portable(exe, prompt, 6), generate_onnxruntime(MODEL, prompt, 6)
