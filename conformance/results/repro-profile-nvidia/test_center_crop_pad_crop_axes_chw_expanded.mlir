@@ -10,20 +10,20 @@ module {
     %c0_i64 = arith.constant 0 : i64
     %cst_0 = arith.constant dense<1> : tensor<1xi64>
     %cst_1 = arith.constant dense<0> : tensor<1xi64>
-    %cst_2 = arith.constant dense<2> : tensor<1xi64>
-    %cst_3 = arith.constant dense<[20, 8]> : tensor<2xi64>
+    %cst_2 = arith.constant dense<[20, 8]> : tensor<2xi64>
+    %cst_3 = arith.constant dense<2> : tensor<1xi64>
     %0 = tensor.empty() : tensor<2xi64>
-    %1 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%cst_3, %arg1 : tensor<2xi64>, tensor<2xi64>) outs(%0 : tensor<2xi64>) {
+    %1 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%cst_2, %arg1 : tensor<2xi64>, tensor<2xi64>) outs(%0 : tensor<2xi64>) {
     ^bb0(%in: i64, %in_15: i64, %out: i64):
       %41 = arith.maxsi %in, %in_15 : i64
       linalg.yield %41 : i64
     } -> tensor<2xi64>
-    %2 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%1, %cst_3 : tensor<2xi64>, tensor<2xi64>) outs(%0 : tensor<2xi64>) {
+    %2 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%1, %cst_2 : tensor<2xi64>, tensor<2xi64>) outs(%0 : tensor<2xi64>) {
     ^bb0(%in: i64, %in_15: i64, %out: i64):
       %41 = arith.subi %in, %in_15 : i64
       linalg.yield %41 : i64
     } -> tensor<2xi64>
-    %3 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel"]} ins(%2, %cst_2 : tensor<2xi64>, tensor<1xi64>) outs(%0 : tensor<2xi64>) {
+    %3 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel"]} ins(%2, %cst_3 : tensor<2xi64>, tensor<1xi64>) outs(%0 : tensor<2xi64>) {
     ^bb0(%in: i64, %in_15: i64, %out: i64):
       %41 = arith.divsi %in, %in_15 : i64
       linalg.yield %41 : i64
@@ -60,7 +60,7 @@ module {
       %41 = arith.subi %in, %in_15 : i64
       linalg.yield %41 : i64
     } -> tensor<2xi64>
-    %14 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel"]} ins(%13, %cst_2 : tensor<2xi64>, tensor<1xi64>) outs(%0 : tensor<2xi64>) {
+    %14 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel"]} ins(%13, %cst_3 : tensor<2xi64>, tensor<1xi64>) outs(%0 : tensor<2xi64>) {
     ^bb0(%in: i64, %in_15: i64, %out: i64):
       %41 = arith.divsi %in, %in_15 : i64
       linalg.yield %41 : i64
