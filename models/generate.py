@@ -46,29 +46,35 @@ def cache_layout(inputs) -> tuple[int, dict[int, int]]:
     return int(caches[0].shape[1]), {1 + j: 2 + j for j in range(len(caches))}
 
 
+def greedy(step, prompt: list[int], new: int) -> Generation:
+    """Greedy decoding around `step(token, pos) -> logits` (one token through the decoder, its cache updated
+    wherever the runner keeps it): the prompt token by token, then `new` generated tokens."""
+    tokens, logits = list(prompt), []
+    t0 = time.perf_counter()
+    for pos in range(len(prompt) - 1):
+        step(tokens[pos], pos)
+    last = step(tokens[-1], len(prompt) - 1)
+    t1 = time.perf_counter()
+    for _ in range(new):
+        logits.append(last)
+        tokens.append(int(np.argmax(last)))
+        if len(logits) < new:
+            last = step(tokens[-1], len(tokens) - 1)
+    t2 = time.perf_counter()
+    return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
+
+
+def _ids(token: int, pos: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([[token]], np.int64), np.array([pos], np.int64)
+
+
 def generate_portable(exe, prompt: list[int], new: int) -> Generation:
     """Greedy decoding with the cache on the device; `exe` is a portable CompiledGraph of the step."""
     max_len, carry = cache_layout(exe.inputs)
     if len(prompt) + new > max_len:
         raise ValueError(f"prompt ({len(prompt)}) + new tokens ({new}) exceed the cache window ({max_len})")
-    tokens, logits = list(prompt), []
-    with exe.with_state(carry) as step:
-        def run(pos: int) -> np.ndarray:
-            out, = step(np.array([[tokens[pos]]], np.int64), np.array([pos], np.int64))
-            return out[0]
-
-        t0 = time.perf_counter()
-        for pos in range(len(prompt) - 1):
-            run(pos)
-        last = run(len(prompt) - 1)
-        t1 = time.perf_counter()
-        for _ in range(new):
-            logits.append(last)
-            tokens.append(int(np.argmax(last)))
-            if len(logits) < new:
-                last = run(len(tokens) - 1)
-        t2 = time.perf_counter()
-    return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
+    with exe.with_state(carry) as run:
+        return greedy(lambda token, pos: run(*_ids(token, pos))[0][0], prompt, new)
 
 
 def generate_onnxruntime(path: str | Path, prompt: list[int], new: int) -> Generation:
@@ -78,26 +84,13 @@ def generate_onnxruntime(path: str | Path, prompt: list[int], new: int) -> Gener
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
     caches = [np.zeros([int(d) for d in i.shape], np.float32) for i in sess.get_inputs()[2:]]
-    tokens, logits = list(prompt), []
 
-    def run(pos: int) -> np.ndarray:
+    def step(token: int, pos: int) -> np.ndarray:
         nonlocal caches
-        feeds = dict(zip(names, [np.array([[tokens[pos]]], np.int64), np.array([pos], np.int64), *caches]))
-        out, *caches = sess.run(None, feeds)
+        out, *caches = sess.run(None, dict(zip(names, [*_ids(token, pos), *caches])))
         return out[0]
 
-    t0 = time.perf_counter()
-    for pos in range(len(prompt) - 1):
-        run(pos)
-    last = run(len(prompt) - 1)
-    t1 = time.perf_counter()
-    for _ in range(new):
-        logits.append(last)
-        tokens.append(int(np.argmax(last)))
-        if len(logits) < new:
-            last = run(len(tokens) - 1)
-    t2 = time.perf_counter()
-    return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
+    return greedy(step, prompt, new)
 
 
 def generate_torch(config: str, prompt: list[int], new: int, device: str = "") -> Generation:
@@ -111,34 +104,18 @@ def generate_torch(config: str, prompt: list[int], new: int, device: str = "") -
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = build(cfg).to(dev)
     caches = [c.to(dev) for c in example_inputs(cfg)[2:]]
-    tokens, logits = list(prompt), []
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
 
     @torch.no_grad()
-    def run(pos: int) -> np.ndarray:
+    def step(token: int, pos: int) -> np.ndarray:
         nonlocal caches
-        tok = torch.tensor([[tokens[pos]]], device=dev)
-        out, *caches = model(tok, torch.tensor([pos], device=dev), *caches)
+        out, *caches = model(*(torch.from_numpy(x).to(dev) for x in _ids(token, pos)), *caches)
         return out[0].float().cpu().numpy()  # the host needs the logits to pick the next token
 
-    run(0)  # warm-up: CUDA context and kernels outside the timing
+    step(prompt[0], 0)  # warm-up: CUDA context and kernels outside the timing
     caches = [c.to(dev) for c in example_inputs(cfg)[2:]]
-    sync()
-    t0 = time.perf_counter()
-    for pos in range(len(prompt) - 1):
-        run(pos)
-    last = run(len(prompt) - 1)
-    t1 = time.perf_counter()
-    for _ in range(new):
-        logits.append(last)
-        tokens.append(int(np.argmax(last)))
-        if len(logits) < new:
-            last = run(len(tokens) - 1)
-    t2 = time.perf_counter()
-    return Generation(tokens, len(prompt), t1 - t0, t2 - t1, logits)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    return greedy(step, prompt, new)
 
 
 def main() -> None:

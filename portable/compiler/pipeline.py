@@ -36,15 +36,16 @@ class Dumper:
         if self.dir:
             self.dir.mkdir(parents=True, exist_ok=True)
 
-    def __call__(self, stage: str, text: str, suffix: str = ".mlir") -> Path | None:
+    def __call__(self, stage: str, text: object, suffix: str = ".mlir") -> Path | None:
+        """`text`: a string, or a module printed only when dumping is on (printing costs as much as the weights)."""
         if not self.dir:
             return None
         self.n += 1
         p = self.dir / f"{self.n:02d}-{stage}{suffix}"
-        p.write_text(text)
+        p.write_text(text if isinstance(text, str) else str(text))
         return p
 
-    def failure(self, stage: str, text: str) -> str | None:
+    def failure(self, stage: str, text: object) -> str | None:
         p = self(f"FAILED-{stage}", text)
         return str(p) if p else None
 
@@ -53,9 +54,9 @@ def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
     try:
         passmanager.PassManager.parse(pipeline).run(module.operation)
     except ir.MLIRError as e:
-        path = dump.failure(stage, str(module))
+        path = dump.failure(stage, module)
         raise CompileError(f"stage '{stage}' failed: {e}", stage=stage, dump_path=path) from e
-    dump(stage, str(module))
+    dump(stage, module)
 
 
 def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper, plain: bool):
@@ -78,7 +79,7 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         if plain:
             s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1))
         strategies.append(s)
-    dump("dispatch", str(module))
+    dump("dispatch", module)
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
                   dump)
     return groups, splits, strategies
@@ -119,7 +120,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
             raise CompileError(f"the MLIR does not parse: {e}", stage="input") from e
-        dump("input", str(module))
+        dump("input", module)
         fn = public_func(module)
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
@@ -127,14 +128,14 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
-        before = str(module)
+        pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a
         # handle still tracks it) falls back to plain ones: scalar per-thread tiles and no row chains, formed
         # again from the module as it was before dispatch formation (a failed run leaves it half rewritten).
         try:
             groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=False)
         except CompileError:
-            module = ir.Module.parse(before)
+            module = pristine
             groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=True)
         _run(module, OUTLINE, "outline", dump)
         if any(s.coop for s in strategies):

@@ -104,6 +104,3 @@ class NumpyPeer:
         if w.family == "model":
             raise Unsupported("numpy has no form of a whole network (onnxruntime is the reference of models)")
         return _Prepared(function(w), inputs)
-
-    def close(self) -> None:
-        pass
