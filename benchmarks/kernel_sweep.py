@@ -30,8 +30,13 @@ WORKLOADS = {
 # Kinds whose strategy exists on one API only: compiled for that API alone.
 ONLY_API = {"matmul_f16": "vulkan"}
 VARIANTS = {
-    "matmul": [{"thread_tile": tt, "workgroup_invocations": wg}
-               for tt in ([4, 4], [8, 4], [8, 2], [16, 4]) for wg in (64, 256)],
+    # Register tiles x workgroup sizes were swept before (benchmarks/results/h200/sweep_matmul_*.json: 8x4 per
+    # thread, 64 threads, best at 5.9 ms); now operand tiles staged in workgroup memory (compiler/promotion.py).
+    "matmul": [{"thread_tile": [8, 4], "matmul_workgroup_invocations": 64, "matmul_promote_tile": None}]
+              + [{"thread_tile": tt, "matmul_promote_tile": wg, "matmul_promote_k": kt}
+                 for tt, wg, kt in (([8, 4], [32, 64], 32), ([8, 4], [64, 64], 32), ([8, 4], [64, 64], 16),
+                                    ([8, 4], [128, 64], 16), ([8, 4], [32, 128], 32), ([8, 4], [64, 128], 32),
+                                    ([16, 4], [64, 64], 32), ([16, 4], [128, 64], 16), ([4, 4], [32, 64], 32))],
     "add": [{"elementwise_per_thread": p, "workgroup_invocations": wg} for p in (1, 4) for wg in (128, 256)],
     "softmax": [{"reduction_threads": t, "workgroup_invocations": 256} for t in (0, 128, 256)],
     "mlp_softmax": [{}],
@@ -62,7 +67,7 @@ def build(kind: str, shape):
     return g
 
 
-def export(out: Path, profile_name: str) -> None:
+def export(out: Path, profile_name: str, only: str | None = None) -> None:
     from portable import profiles
     from portable.compiler.pipeline import compile_module
 
@@ -70,6 +75,8 @@ def export(out: Path, profile_name: str) -> None:
     base = profiles.codegen_options(profiles.all_profiles()[profile_name])
     index = []
     for name, (kind, shape) in WORKLOADS.items():
+        if only and only not in name:
+            continue
         g = build(kind, shape)
         text = g.to_mlir()
         for i, var in enumerate(VARIANTS[kind]):
@@ -130,8 +137,8 @@ def _torch_ref(kind, xs, iters):
 
 
 def run(src: Path, device: str, out: Path, iters: int, only: str | None) -> None:
-    from portable.executable import Executable
     from portable.devices import open_device
+    from portable.executable import Executable
 
     index = json.loads((src / "index.json").read_text())
     live = open_device(device)
@@ -206,6 +213,7 @@ def main() -> None:
     e = sub.add_parser("export")
     e.add_argument("dir", type=Path)
     e.add_argument("--profile", default="nvidia")
+    e.add_argument("--only", help="workloads whose name contains this")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--device", default="vulkan:0")
@@ -214,7 +222,7 @@ def main() -> None:
     r.add_argument("--only")
     a = p.parse_args()
     if a.cmd == "export":
-        export(a.dir, a.profile)
+        export(a.dir, a.profile, a.only)
     else:
         run(a.dir, a.device, a.out, a.iters, a.only)
 

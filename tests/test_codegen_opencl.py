@@ -94,7 +94,10 @@ _KERNEL = """gpu.module @m {{
                                       "%v = memref.load %m[%i] : memref<?xf32>"), "no known upper bound"),
     ("%a: memref<10xf32>", "%v = vector.load %a[%i] : memref<10xf32>, vector<5xf32>", "vector<5xf32>"),
     ("%a: memref<4xf32>", "%v = memref.load %a[%i] : memref<4xf32>\n%w = math.ipowi %i, %i : index", "math.ipowi"),
-    ("%a: memref<4xbf16>", "%v = memref.load %a[%i] : memref<4xbf16>", "bf16"),
+    ("%a: memref<4xbf16>", "%v = memref.load %a[%i] : memref<4xbf16>\n%w = arith.bitcast %v : bf16 to f16",
+     "only bf16 <-> i16"),
+    ("%a: memref<4xf32>", "%v = memref.load %a[%i] : memref<4xf32>\n%w = arith.truncf %v downward : f32 to bf16",
+     "rounding mode"),
 ])
 def test_unsupported(args: str, body: str, needle: str) -> None:
     with pytest.raises(UnsupportedOp, match=re.escape(needle)):
@@ -363,6 +366,66 @@ def test_f16_without_fp16_extension(queue) -> None:
             np.testing.assert_array_equal(out[row], ref, err_msg=f"row {row}")
         close(out[2], np.exp(x), rtol=1e-3, atol=0, what="exp")
         np.testing.assert_array_equal(vout, np.maximum(v * np.float16(1.5), v))
+
+
+_BF16_ND = """gpu.module @b {
+  gpu.func @bf16_nd(%x: memref<16x8xbf16>, %y: memref<16x8xbf16>, %out: memref<16x8xbf16>, %outs: memref<8x2xi16>)
+      kernel attributes {known_block_size = array<i32: 8, 1, 1>, known_grid_size = array<i32: 1, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %pad = ub.poison : bf16
+    %t = gpu.thread_id x
+    %r = arith.muli %t, %c2 : index
+    %a = vector.transfer_read %x[%r, %c0], %pad {in_bounds = [true, true]} : memref<16x8xbf16>, vector<2x8xbf16>
+    %b = vector.transfer_read %y[%r, %c0], %pad {in_bounds = [true, true]} : memref<16x8xbf16>, vector<2x8xbf16>
+    %k = arith.constant dense<[[1.0, -2.0, 0.5, 0x3FC0, 0.375, -0.25, 8.0, 1.0],
+                               [3.0, 0x4049, -1.0, 2.0, 0.125, 5.0, -3.5, 0.75]]> : vector<2x8xbf16>
+    %p = arith.mulf %a, %k : vector<2x8xbf16>
+    %s = arith.addf %p, %b : vector<2x8xbf16>
+    %gt = arith.cmpf ogt, %s, %b : vector<2x8xbf16>
+    %sel = arith.select %gt, %s, %b : vector<2x8xi1>, vector<2x8xbf16>
+    vector.transfer_write %sel, %out[%r, %c0] {in_bounds = [true, true]} : vector<2x8xbf16>, memref<16x8xbf16>
+    %col = vector.transfer_read %x[%c0, %t], %pad {in_bounds = [true, true]} : memref<16x8xbf16>, vector<4x1xbf16>
+    %colf = vector.shape_cast %col : vector<4x1xbf16> to vector<4xbf16>
+    %sum = vector.reduction <add>, %colf : vector<4xbf16> into bf16
+    %bits = arith.bitcast %sum : bf16 to i16
+    memref.store %bits, %outs[%t, %c0] : memref<8x2xi16>
+    %e = vector.extract %s[1, 2] : bf16 from vector<2x8xbf16>
+    %ebits = arith.bitcast %e : bf16 to i16
+    memref.store %ebits, %outs[%t, %c1] : memref<8x2xi16>
+    gpu.return
+  }
+}"""
+
+
+def _bf16_rne(x: np.ndarray) -> np.ndarray:
+    """f32 -> bf16 bits (uint16), rounded to nearest even (finite values)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def test_bf16_nd_vectors(queue) -> None:
+    """bf16 as ushort buffers and float values: 2-D transfers (vload8 rows, a strided column), a dense
+    constant with hex elements, mulf+addf rounded once, a compare on the unrounded sum, bitcasts to i16."""
+    rng = np.random.default_rng(12)
+    x = _bf16_rne(rng.uniform(-4, 4, (16, 8)).astype(np.float32))
+    y = _bf16_rne(rng.uniform(-4, 4, (16, 8)).astype(np.float32))
+    kernel = emit_text(_BF16_ND)
+    assert "__global const ushort* restrict a0" in kernel.source and "vload8" in kernel.source
+    _, _, out, outs = run(queue, kernel, [x, y, np.zeros((16, 8), np.uint16), np.zeros((8, 2), np.int16)],
+                          (1, 1, 1))
+    k = np.array([[1.0, -2.0, 0.5, 1.5, 0.375, -0.25, 8.0, 1.0], [3.0, 3.140625, -1.0, 2.0, 0.125, 5.0, -3.5, 0.75]],
+                 np.float32)
+    fx, fy = _bf16_values(x), _bf16_values(y)
+    s = fx * np.tile(k, (8, 1)) + fy  # exact products, one f32 rounding in the sum
+    np.testing.assert_array_equal(out, np.where(s > fy, _bf16_rne(s), y))
+    np.testing.assert_array_equal(outs[:, 0].view(np.uint16), _bf16_rne(fx[:4].sum(axis=0)))
+    np.testing.assert_array_equal(outs[:, 1].view(np.uint16), _bf16_rne(s[1::2, 2]))
 
 
 @pytest.mark.parametrize("name", GOLDEN)

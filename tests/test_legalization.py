@@ -138,8 +138,6 @@ def test_shift_out_of_range(device, op, dtype):
 def test_bf16(device):
     """bf16 buffers (2 bytes each) with the arithmetic in f32: SPIR-V has no bf16 type."""
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy has no bfloat16 without ml_dtypes")
-    if device.startswith("opencl"):
-        pytest.skip("OpenCL C has no bf16 type (the OpenCL generator refuses bf16 graphs)")
     src = elementwise("bf16", ["bf16", "f32"], "bf16", "13", """
     %t = arith.truncf %x1 : f32 to bf16
     %s = arith.addf %x0, %t : bf16

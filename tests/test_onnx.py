@@ -189,9 +189,10 @@ def test_unknown_op_names_node():
 
 
 def test_op_without_lowering_names_node():
-    m = model([helper.make_node("STFT", ["x", "step"], ["y"])], [vi("x", [1, 16, 1])], [vi("y", None)],
-              [("step", np.array(4, dtype=np.int64))], opset=17)
-    with pytest.raises(UnsupportedOp, match=r"node 'STFT_0' \(op STFT\)"):
+    m = model([helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], kernel_shape=[2, 2])],
+              [vi("x", [1, 1, 4, 4]), vi("offset", [1, 8, 3, 3])], [vi("y", [1, 1, 3, 3])],
+              [("w", np.ones((1, 1, 2, 2), np.float32))], opset=19)
+    with pytest.raises(UnsupportedOp, match=r"node 'DeformConv_0' \(op DeformConv\)"):
         onnx_to_mlir(m)
 
 
@@ -235,7 +236,7 @@ def node_cases(tmp_path_factory):
     from portable.conformance.cases import write_node_cases
 
     root = tmp_path_factory.mktemp("node-cases")
-    names = write_node_cases(root, ["relu", "stft"])
+    names = write_node_cases(root, ["relu", "deformconv"])
     # A uint16 Add (dtype portable does not take) from onnx's Add cases, written by hand to stay fast.
     x = np.arange(6, dtype=np.uint16).reshape(2, 3)
     m = model([helper.make_node("Add", ["x", "y"], ["s"])], [vi("x", [2, 3], T.UINT16), vi("y", [2, 3], T.UINT16)],
@@ -264,29 +265,30 @@ def test_conformance_runner(node_cases, tmp_path):
     if not AVAILABLE:
         pytest.skip("no device")
     root, names = node_cases
-    assert "test_relu" in names and "test_stft" in names
+    assert "test_relu" in names and "test_basic_deform_conv_with_padding" in names
     out = tmp_path / "results"
     devs = ",".join(AVAILABLE)
-    assert _conformance("--suite", str(root), "--filter", "^test_(relu|stft|add_uint16)$", "--device", devs,
+    pattern = "^test_(relu|basic_deform_conv_with_padding|add_uint16)$"
+    assert _conformance("--suite", str(root), "--filter", pattern, "--device", devs,
                         "--out", str(out), "--jobs", "2", "--no-progress") == 0
     data = json.loads((out / "results.json").read_text())
     res = data["results"]
-    assert set(res) == {"test_relu", "test_stft", "test_add_uint16"}
+    assert set(res) == {"test_relu", "test_basic_deform_conv_with_padding", "test_add_uint16"}
     for dev in AVAILABLE:
         assert res["test_relu"][dev]["status"] == "pass", res["test_relu"][dev]
         assert res["test_add_uint16"][dev]["status"] == "unsupported"
         assert res["test_add_uint16"][dev]["reason"] == "dtype"
-        assert res["test_stft"][dev]["status"] == "unsupported"
-        assert "STFT" in res["test_stft"][dev]["message"]
+        assert res["test_basic_deform_conv_with_padding"][dev]["status"] == "unsupported"
+        assert "DeformConv" in res["test_basic_deform_conv_with_padding"][dev]["message"]
     assert data["cases"]["test_relu"]["op"] == "Relu"
     md = (out / "results.md").read_text()
     assert "| Relu |" in md and "| test_relu | Relu | pass" in md
     html = (out / "results.html").read_text()
-    assert "<table>" in html and "test_stft" in html
+    assert "<table>" in html and "test_basic_deform_conv_with_padding" in html
     assert (out / "FAILURES.md").exists()
     # --resume: nothing left to do, results kept.
     before = (out / "results.json").read_text()
-    assert _conformance("--suite", str(root), "--filter", "^test_(relu|stft|add_uint16)$", "--device", devs,
+    assert _conformance("--suite", str(root), "--filter", pattern, "--device", devs,
                         "--out", str(out), "--resume", "--no-progress") == 0
     after = json.loads((out / "results.json").read_text())
     assert after["results"] == json.loads(before)["results"]

@@ -110,3 +110,33 @@ def test_strategy_the_transform_cannot_carry_out_falls_back(device):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((3, 1, 3, 4), dtype=np.float32), rng.standard_normal((1, 2, 4, 2), dtype=np.float32)
     np.testing.assert_allclose(exe(a, b)[0], np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mkn,tile,k_step,thread_tile", [((64, 96, 128), (32, 64), 32, (8, 4)),
+                                                          ((128, 64, 64), (64, 64), 16, (4, 4)),
+                                                          ((32, 256, 64), (32, 32), 64, (8, 2))])
+def test_matmul_promoted_to_workgroup_memory(device, tmp_path, mkn, tile, k_step, thread_tile):
+    """Operand tiles staged through workgroup memory (compiler/promotion.py): K steps, copies spread over the
+    threads, accumulators carried in registers across steps, next step's loads issued before this step's math."""
+    m, k, n = mkn
+    g = portable.Graph()
+    g.output(g.matmul(g.input((m, k)), g.input((k, n))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=list(thread_tile),
+                                    matmul_promote_tile=list(tile), matmul_promote_k=k_step)
+    # One thread per register tile of the workgroup tile: the promoted strategy was taken.
+    assert exe.kernels[0].workgroup_size == (tile[1] // thread_tile[1], tile[0] // thread_tile[0], 1)
+    assert exe.dispatches[0].grid == (n // tile[1], m // tile[0], 1)
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
+    g = portable.Graph()
+    g.output(g.matmul(g.input((48, 40)), g.input((40, 72))))  # 64x64 tiles do not divide: register-blocked form
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, matmul_promote_tile=[64, 64],
+                                    matmul_promote_k=16)
+    assert exe.kernels[0].workgroup_size != (16, 8, 1)
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 72)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)

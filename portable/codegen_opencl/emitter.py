@@ -9,22 +9,24 @@ A value lives in one C variable, or, for an N-D vector (nd_vectors.py), in one C
 (`rows`); scf ops (control.py) carry either kind. Ops that only rename a value (shape_cast, extracting a
 whole row) print nothing.
 
-f16 without cl_khr_fp16 (fp16=False): f16 values are C floats, f16 buffers are read with vload_half and written
-with vstore_half_rte, and every f16 result of an op that could be inexact is rounded to f16 precision.
+f16 without cl_khr_fp16 (fp16=False): f16 values are C floats, and every f16 result of an op that could be
+inexact is rounded to f16 precision. bf16 (always: OpenCL C has no bf16 type): values are C floats too; a bf16
+result of an op that computes in f32 gets two variables, its wide float (`wide`, read by the next such op) and
+that rounded to bf16 (read by every other op), see bf16.py. Buffers hold the 16-bit encodings (storage.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..compiler.bounds import Bounds
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
-from . import control, helpers, transfer, vector_ops
+from . import bf16, control, helpers, storage, transfer, vector_ops
 from . import nd_vectors as nd
 from . import ops as arith_math
 from . import types as T
+from .storage import Mem
 
 _EXPRESSIONS = {**arith_math.HANDLERS, **vector_ops.HANDLERS}
 _ID_FUNCS = {"gpu.thread_id": "get_local_id", "gpu.block_id": "get_group_id", "gpu.block_dim": "get_local_size",
@@ -40,18 +42,6 @@ _EXACT_F16 = {"arith.constant", "ub.poison", "arith.select", "arith.negf", "math
               "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "math.floor", "math.ceil",
               "math.trunc", "math.round", "math.roundeven", "vector.broadcast", "vector.splat", "vector.extract",
               "vector.insert", "vector.shuffle", "vector.from_elements", "vector.shape_cast"}
-
-
-@dataclass(frozen=True)
-class Mem:
-    """A memref the kernel addresses: C array or pointer name, element type and static strides.
-    `half_buffer`: f16 in global memory accessed with vload_half/vstore_half (fp16=False)."""
-
-    name: str
-    element: ir.Type
-    strides: tuple[int, ...]
-    offset: int = 0
-    half_buffer: bool = False
 
 
 def op_text(op) -> str:
@@ -97,6 +87,8 @@ class Emitter:
         self.consts: dict[ir.Value, int] = {}
         self.mems: dict[ir.Value, Mem] = {}
         self.rows: dict[ir.Value, list[str]] = {}  # N-D vector value -> one C vector per innermost row
+        self.wide: dict[ir.Value, list[str]] = {}  # bf16 result of an f32-computing op -> its unrounded slots
+        self.wide_operands = False  # while emitting an op that computes bf16 in f32: read the wide slots
         self.var_types: dict[str, str] = {}  # C variable -> its C type, for aliasing pure renames
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -113,6 +105,8 @@ class Emitter:
     def val(self, v: ir.Value) -> str:
         if isinstance(v, nd.RowValue):
             return v.expr
+        if self.wide_operands and v in self.wide:
+            return self.wide[v][0]
         try:
             return self.names[v]
         except KeyError:
@@ -121,6 +115,8 @@ class Emitter:
 
     def slots(self, v: ir.Value) -> list[str]:
         """The C variables/expressions holding v: one, or one per row of an N-D vector."""
+        if self.wide_operands and v in self.wide:
+            return self.wide[v]
         return self.rows[v] if nd.is_multi(v.type) else [self.val(v)]
 
     def bind(self, v: ir.Value, slots: list[str]) -> None:
@@ -162,9 +158,17 @@ class Emitter:
 
     def rounded(self, op_name: str, t: ir.Type, expr: str) -> str:
         """expr, rounded to f16 precision when t is f16 computed as float and op_name may be inexact."""
-        if self.half == "float" and T.is_float(t) and T.bits(t) == 16 and op_name not in _EXACT_F16:
+        if self.half == "float" and T.is_f16(t) and op_name not in _EXACT_F16:
             return f"{helpers.round_f16(self, t)}({expr})"
         return expr
+
+    def computed(self, op_name: str, t: ir.Type, expr: str) -> tuple[str, str | None]:
+        """Declares the value of expr, an op's result (one slot) of type t: (variable, wide variable or None).
+        A bf16 result of an op computing in f32 is declared as computed (wide) and rounded to bf16."""
+        if not (self.wide_operands and T.is_bf16(t)):
+            return self.declare(self.ct(t), self.rounded(op_name, t, expr)), None
+        wide = self.declare(self.ct(t), expr)
+        return self.declare(self.ct(t), bf16.rounded(self, T.width(t), wide)), wide
 
     # -- walking ---------------------------------------------------------------------------------------
     def emit_body(self, block: ir.Block) -> None:
@@ -180,6 +184,7 @@ class Emitter:
 
     def emit_op(self, op) -> None:
         name = op.operation.name
+        outer, self.wide_operands = self.wide_operands, bf16.computes_in_f32(op)
         try:
             if name in _STATEMENTS:
                 _STATEMENTS[name](self, op)
@@ -197,6 +202,8 @@ class Emitter:
             err = UnsupportedOp(f"{e}\n    at: {op_text(op)}")
             err.op_annotated = True
             raise err from None
+        finally:
+            self.wide_operands = outer
 
     def _expression(self, op, expr: str) -> None:
         result = op.results[0]
@@ -207,7 +214,9 @@ class Emitter:
             if isinstance(attr, ir.IntegerAttr) and not T.is_i1(result.type):
                 self.consts[result] = attr.value
         else:
-            self.define(result, self.rounded(op.operation.name, result.type, expr))
+            self.names[result], wide = self.computed(op.operation.name, result.type, expr)
+            if wide is not None:
+                self.wide[result] = [wide]
 
     def assign(self, targets: list[list[str]], values) -> None:
         """Parallel assignment of `values` to the C variables `targets` (slots per value: scf.yield, scf.condition).
@@ -261,31 +270,22 @@ class Emitter:
         qual, prefix = ("__local ", "lm") if space == "workgroup" else ("", "pm")
         name = self.fresh(prefix)
         element = "uchar" if T.is_i1(t.element_type) else self.ct(t.element_type)
-        self.line(f"{qual}{element} {name}[{max(size, 1)}];")
+        # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
+        # accesses (workgroup tiles of compiler/promotion.py).
+        align = " __attribute__((aligned(16)))" if space == "workgroup" else ""
+        self.line(f"{qual}{element} {name}[{max(size, 1)}]{align};")
         self.mems[value] = Mem(name, t.element_type, row_major(shape))
 
 
 # -- statement handlers ---------------------------------------------------------------------------------
 def _load(em: Emitter, op) -> None:
     mem, idx = em.address(op.operands[0], op.operands[1:])
-    em.define(op.results[0], _scalar_load(mem, idx))
+    em.define(op.results[0], storage.load(mem, idx))
 
 
 def _store(em: Emitter, op) -> None:
     mem, idx = em.address(op.operands[1], op.operands[2:])
-    em.line(_scalar_store(mem, idx, em.val(op.operands[0])))
-
-
-def _scalar_load(mem: Mem, idx: str) -> str:
-    if mem.half_buffer:
-        return f"vload_half({idx}, {mem.name})"
-    return f"({mem.name}[{idx}] != 0)" if T.is_i1(mem.element) else f"{mem.name}[{idx}]"
-
-
-def _scalar_store(mem: Mem, idx: str, x: str) -> str:
-    if mem.half_buffer:
-        return f"vstore_half_rte({x}, {idx}, {mem.name});"
-    return f"{mem.name}[{idx}] = {'(uchar)' + x if T.is_i1(mem.element) else x};"
+    em.line(storage.store(mem, idx, em.val(op.operands[0])))
 
 
 def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem, str]:
@@ -298,29 +298,13 @@ def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem,
 
 def _vector_load(em: Emitter, op) -> None:
     n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], op.results[0].type)
-    if n == 0:  # one lane: a scalar load
-        em.define(op.results[0], _scalar_load(mem, idx))
-    elif T.is_i1(mem.element):  # bytes 0/1 in memory, an intN mask of -1/0 in registers
-        em.define(op.results[0], f"(-convert_int{n}(vload{n}(0, {_pointer(mem, idx)})))")
-    else:
-        em.define(op.results[0], f"vload{'_half' if mem.half_buffer else ''}{n}(0, {_pointer(mem, idx)})")
+    em.define(op.results[0], storage.vload(mem, n, idx) if n else storage.load(mem, idx))
 
 
 def _vector_store(em: Emitter, op) -> None:
     n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], op.operands[0].type)
     x = em.val(op.operands[0])
-    if n == 0:
-        em.line(_scalar_store(mem, idx, x))
-    elif T.is_i1(mem.element):
-        em.line(f"vstore{n}(convert_uchar{n}({x} & 1), 0, {_pointer(mem, idx)});")
-    elif mem.half_buffer:
-        em.line(f"vstore_half{n}_rte({x}, 0, {_pointer(mem, idx)});")
-    else:
-        em.line(f"vstore{n}({x}, 0, {_pointer(mem, idx)});")
-
-
-def _pointer(mem: Mem, idx: str) -> str:
-    return mem.name if idx == "0" else f"{mem.name} + {idx}"
+    em.line(storage.vstore(mem, n, idx, x) if n else storage.store(mem, idx, x))
 
 
 def _alloc(em: Emitter, op) -> None:
@@ -353,7 +337,11 @@ def _gpu_id(em: Emitter, op) -> None:
 
 
 def _barrier(em: Emitter, op) -> None:
-    em.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")
+    # A barrier that only orders workgroup memory (`memfence [#gpu.address_space<workgroup>]`, set where the
+    # compiler knows, e.g. compiler/promotion.py's K steps) needs no global fence.
+    spaces = str(op.attributes["address_spaces"]) if "address_spaces" in op.attributes else ""
+    local_only = spaces and all("workgroup" in s for s in spaces.strip("[]").split(","))
+    em.line("barrier(CLK_LOCAL_MEM_FENCE);" if local_only else "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")
 
 
 _STATEMENTS: dict[str, Callable[[Emitter, object], None]] = {

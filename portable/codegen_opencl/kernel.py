@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from ..compiler.bounds import Bounds
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
+from . import storage
 from . import types as T
-from .emitter import Emitter, Mem, memory_space, op_text
+from .emitter import Emitter, memory_space, op_text
+from .storage import Mem
 
 _STORES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1}  # op -> memref operand index
 _LOADS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0}
@@ -62,7 +64,7 @@ def _emit(func, fp16: bool) -> OpenCLKernel:
         t = arg.type
         if isinstance(t, ir.MemRefType):
             k = len(buffer_params)
-            em.mems[arg] = _buffer(t, f"a{k}", half_buffer=not fp16)
+            em.mems[arg] = _buffer(t, f"a{k}", fp16)
             const = "" if arg in written else "const "
             buffer_params.append(f"__global {const}{T.storage_name(t.element_type)}* restrict a{k}")
             em.ct(t.element_type)
@@ -125,15 +127,14 @@ def _workgroup_size(func) -> tuple[int, int, int]:
                        stage="codegen_opencl")
 
 
-def _buffer(t: ir.MemRefType, name: str, half_buffer: bool) -> Mem:
+def _buffer(t: ir.MemRefType, name: str, fp16: bool) -> Mem:
     if memory_space(t) != "global":
         raise UnsupportedOp(f"kernel argument {t} is not in global memory")
     strides, offset = t.get_strides_and_offset()
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     if not t.has_static_shape or dynamic in strides or offset == dynamic:
         raise UnsupportedOp(f"kernel argument {t}: only static shapes and strides are handled")
-    half = half_buffer and isinstance(t.element_type, ir.F16Type)
-    return Mem(name, t.element_type, tuple(strides), offset, half_buffer=half)
+    return Mem(name, t.element_type, tuple(strides), offset, encoding=storage.encoding_of(t.element_type, fp16))
 
 
 def _walk(op):

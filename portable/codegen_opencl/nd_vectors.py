@@ -74,15 +74,18 @@ def _per_row(em, op, handler) -> None:
     result = op.results[0]
     rt = row_type(result.type)
     operand_rows = [em.slots(v) if is_multi(v.type) else None for v in op.operands]
-    made: dict[str, str] = {}
-    out = []
+    made: dict[str, tuple[str, str | None]] = {}
+    out, wide = [], []
     for r in range(num_slots(result.type)):
         operands = [RowValue(row_type(v.type), rows[r]) if rows else v for v, rows in zip(op.operands, operand_rows)]
-        expr = em.rounded(op.operation.name, rt, handler(em, _RowOp(op, operands, rt)))
+        expr = handler(em, _RowOp(op, operands, rt))
         if expr not in made:  # rows of splat operands give the same expression: compute it once
-            made[expr] = em.declare(em.ct(rt), expr)
-        out.append(made[expr])
+            made[expr] = em.computed(op.operation.name, rt, expr)
+        out.append(made[expr][0])
+        wide.append(made[expr][1])
     em.rows[result] = out
+    if wide[0] is not None:
+        em.wide[result] = wide
 
 
 # -- lanes ------------------------------------------------------------------------------------------------
@@ -204,11 +207,9 @@ def _constant(em, op) -> None:
     if op.operation.name == "ub.poison":
         values = [0] * T.lanes(t)
     else:
-        dense = ir.DenseElementsAttr(op.attributes["value"])
-        if dense.is_splat:
-            values = [dense.get_splat_value().value] * T.lanes(t)
-        else:
-            values = list(ir.DenseFPElementsAttr(dense) if T.is_float(e) else ir.DenseIntElementsAttr(dense))
+        values = T.dense_values(op.attributes["value"], e)
+        if len(values) == 1:  # a splat
+            values *= T.lanes(t)
     if T.is_i1(e):
         lanes = ["-1" if v else "0" for v in values]
     elif T.is_float(e):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..compiler.mlir import ir
 from ..errors import UnsupportedOp
-from . import helpers
+from . import bf16, helpers
 from . import types as T
 
 Handler = Callable[["object", ir.Operation], str]
@@ -59,18 +59,11 @@ def _operands(em, op) -> list[str]:
     return [em.val(v) for v in op.operands]
 
 
-def _lane_bits(em, t: ir.Type) -> int:
-    """Bits of a lane of t's C type (i1 masks are int, f16 computed as float is 32)."""
-    if T.is_i1(t) or (T.is_float(t) and em.half == "float"):
-        return max(T.bits(t), 32)
-    return T.bits(t)
-
-
 def as_mask(em, expr: str, operand_type: ir.Type) -> str:
     """A relational result as an i1 value: `bool` for scalars, an `intN` -1/0 mask for vectors
     (OpenCL gives vector comparisons the operands' lane width)."""
     n = T.width(operand_type)
-    if n and _lane_bits(em, operand_type) != 32:
+    if n and T.lane_bits(operand_type, em.half) != 32:
         return f"convert_int{n}({expr})"
     return expr
 
@@ -224,7 +217,7 @@ def _select(em, op) -> str:
     cond, x, y = _operands(em, op)
     if T.width(c.type) == 0:
         return f"{cond} ? {x} : {y}"
-    n, lane = T.width(a.type), _lane_bits(em, a.type)
+    n, lane = T.width(a.type), T.lane_bits(a.type, em.half)
     if lane != 32:  # select wants a mask of the operands' lane width
         cond = f"convert_{T.INT_NAMES[lane]}{n}({cond})"
     return f"select({y}, {x}, {cond})"
@@ -258,6 +251,12 @@ def _cast(em, op) -> str:
         raise UnsupportedOp(f"{name} from i1")
     if T.is_i1(dst) and name != "arith.trunci":
         raise UnsupportedOp(f"{name} to i1")
+    if name in ("arith.truncf", "arith.sitofp", "arith.uitofp") and T.is_bf16(dst) and not T.is_i1(src):
+        if "roundingmode" in op.attributes and ir.IntegerAttr(op.attributes["roundingmode"]).value != 0:
+            raise UnsupportedOp(f"{name} to bf16 with rounding mode {op.attributes['roundingmode']}: only to "
+                                "nearest even")
+        unsigned = name == "arith.uitofp"
+        return bf16.convert(em, src, to_unsigned(em, src, x) if unsigned else x, unsigned)
     if name in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.fptosi", "arith.index_cast"):
         return convert(em, dst, x, em.ct(src))
     if name == "arith.extsi":
@@ -280,10 +279,22 @@ def _cast(em, op) -> str:
     if name == "arith.bitcast":
         if T.is_i1(src) or src == dst:
             return x
+        if T.is_bf16(src) or T.is_bf16(dst):
+            return _bf16_bitcast(em, src, dst, x)
         if em.half == "float" and 16 in (T.bits(src), T.bits(dst)) and (T.is_float(src) or T.is_float(dst)):
             raise UnsupportedOp("arith.bitcast of f16 without cl_khr_fp16")
         return f"as_{em.ct(dst)}({x})"
     raise UnsupportedOp(name)
+
+
+def _bf16_bitcast(em, src: ir.Type, dst: ir.Type, x: str) -> str:
+    """arith.bitcast between bf16 (a float in C) and i16 through the bf16 bits (ushort)."""
+    n = T.width(dst)
+    if T.is_bf16(src) and not T.is_float(dst):
+        return f"as_{em.ct(dst)}({bf16.bits(n, x)})"
+    if T.is_bf16(dst) and not T.is_float(src):
+        return bf16.float_of_bits(n, f"as_ushort{n or ''}({x})")
+    raise UnsupportedOp(f"arith.bitcast from {src} to {dst}: bf16 is held in floats, only bf16 <-> i16 is handled")
 
 
 def _constant(em, op) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..compiler.mlir import ir
 from ..errors import UnsupportedOp
 from . import nd_vectors as nd
+from . import storage
 from . import types as T
 from .vector_ops import lane
 
@@ -55,16 +56,6 @@ def _rows(vector_type: ir.Type) -> tuple[ir.Type, int]:
     return rt, T.lanes(rt)
 
 
-def _load(mem, idx: str) -> str:
-    if mem.half_buffer:
-        return f"vload_half({idx}, {mem.name})"
-    return f"{mem.name}[{idx}]"
-
-
-def _pointer(mem, idx: str) -> str:
-    return mem.name if idx == "0" else f"{mem.name} + {idx}"
-
-
 def transfer_read(em, op) -> None:
     source, result = op.operands[0], op.results[0]
     mt, vt = source.type, result.type
@@ -80,11 +71,12 @@ def transfer_read(em, op) -> None:
         row = offsets[k:k + n]
         _, idx = em.address(source, indices, row[0])
         if n == 1:
-            expr = _load(mem, idx)
+            expr = storage.load(mem, idx)
         elif row == list(range(row[0], row[0] + n)):  # contiguous
-            expr = f"vload{'_half' if mem.half_buffer else ''}{n}(0, {_pointer(mem, idx)})"
+            expr = storage.vload(mem, n, idx)
         else:
-            expr = f"({em.ct(rt)})({', '.join(_load(mem, em.address(source, indices, o)[1]) for o in row)})"
+            lanes = (storage.load(mem, em.address(source, indices, o)[1]) for o in row)
+            expr = f"({em.ct(rt)})({', '.join(lanes)})"
         slots.append(em.declare(em.ct(rt), expr))
     em.bind(result, slots)
 
@@ -103,13 +95,11 @@ def transfer_write(em, op) -> None:
         row = offsets[k:k + n]
         if n > 1 and row == list(range(row[0], row[0] + n)):
             _, idx = em.address(dest, indices, row[0])
-            suffix = f"_half{n}_rte" if mem.half_buffer else str(n)
-            em.line(f"vstore{suffix}({slot}, 0, {_pointer(mem, idx)});")
+            em.line(storage.vstore(mem, n, idx, slot))
             continue
         for i, o in enumerate(row):
             _, idx = em.address(dest, indices, o)
-            x = lane(slot, i, rt)
-            em.line(f"vstore_half_rte({x}, {idx}, {mem.name});" if mem.half_buffer else f"{mem.name}[{idx}] = {x};")
+            em.line(storage.store(mem, idx, lane(slot, i, rt)))
 
 
 HANDLERS = {"vector.transfer_read": transfer_read, "vector.transfer_write": transfer_write}

@@ -6,6 +6,10 @@ In memory an `i1` element is a `uchar` (numpy's bool layout).
 
 `half` names the C type of f16 values: "half" (cl_khr_fp16 arithmetic) or "float" (devices without
 cl_khr_fp16: f16 lives in memory only and values are computed in float, see emitter.py).
+
+bf16 has no OpenCL C type (cl_intel_bfloat16 is one vendor's): its values are C floats holding bf16 values,
+its buffers `ushort` arrays of the upper 16 bits of the f32 encoding (the runtime's 2-byte bfloat16 layout);
+see bf16.py and storage.py.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..compiler.ir_util import bf16_bits
 from ..compiler.mlir import ir
 from ..errors import UnsupportedOp
 
@@ -52,7 +57,15 @@ def lanes(t: ir.Type) -> int:
 
 
 def is_float(t: ir.Type) -> bool:
-    return isinstance(element_type(t), (ir.F16Type, ir.F32Type, ir.F64Type))
+    return isinstance(element_type(t), (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+def is_f16(t: ir.Type) -> bool:
+    return isinstance(element_type(t), ir.F16Type)
+
+
+def is_bf16(t: ir.Type) -> bool:
+    return isinstance(element_type(t), ir.BF16Type)
 
 
 def is_index(t: ir.Type) -> bool:
@@ -66,7 +79,7 @@ def bits(t: ir.Type) -> int:
         return 32
     if isinstance(e, ir.IntegerType):
         return e.width
-    if isinstance(e, ir.F16Type):
+    if isinstance(e, (ir.F16Type, ir.BF16Type)):
         return 16
     if isinstance(e, ir.F32Type):
         return 32
@@ -81,7 +94,8 @@ def is_i1(t: ir.Type) -> bool:
 
 
 def scalar_name(t: ir.Type, unsigned: bool = False, half: str = "half") -> str:
-    """C name of a scalar element type: `float`, `int`, `uchar` (unsigned=True), `bool` for i1."""
+    """C name of a scalar element type: `float`, `int`, `uchar` (unsigned=True), `bool` for i1, `float` for
+    bf16."""
     e = element_type(t)
     if isinstance(e, ir.IntegerType) and not e.is_signless:
         raise UnsupportedOp(f"signed/unsigned integer type {e}: only signless integers are expected")
@@ -92,8 +106,10 @@ def scalar_name(t: ir.Type, unsigned: bool = False, half: str = "half") -> str:
         if name is None:
             raise UnsupportedOp(f"integer type {e} has no OpenCL C equivalent")
         return "u" + name if unsigned else name
+    if is_bf16(e):
+        return "float"
     if is_float(e):
-        return half if bits(e) == 16 else _FLOAT_NAMES[bits(e)]
+        return half if is_f16(e) else _FLOAT_NAMES[bits(e)]
     raise UnsupportedOp(f"element type {e} has no OpenCL C equivalent")
 
 
@@ -113,9 +129,18 @@ def int_type_of_float(ctype: str) -> str:
     return _INT_OF_FLOAT[base] + ctype[len(base):]
 
 
+def lane_bits(t: ir.Type, half: str = "half") -> int:
+    """Bits of a lane of t's C type: 32 for i1 masks and for f16 (without cl_khr_fp16) and bf16 held in floats."""
+    if is_i1(t) or is_bf16(t) or (is_f16(t) and half == "float"):
+        return 32
+    return bits(t)
+
+
 def storage_name(t: ir.Type) -> str:
     """C element type of a memref element in global memory (f16 is `half` even without cl_khr_fp16: a pointer
-    to half is allowed and read with vload_half)."""
+    to half is allowed and read with vload_half; bf16 is its bits, `ushort`)."""
+    if is_bf16(t):
+        return "ushort"
     return "uchar" if is_i1(t) else scalar_name(t)
 
 
@@ -150,7 +175,7 @@ def int_literal(value: int, t: ir.Type) -> str:
 def float_literal(value: float, t: ir.Type, half: str = "half") -> str:
     """A C literal of float type `t`; inf and nan through the OpenCL macros, -0.0 kept."""
     name = scalar_name(t, half=half)
-    if bits(t) == 16 and name == "float":
+    if is_f16(t) and name == "float":
         value = float(np.float16(value))
     if math.isnan(value) or math.isinf(value):
         text = "NAN" if math.isnan(value) else ("INFINITY" if value > 0 else "-INFINITY")
@@ -180,18 +205,42 @@ def scalar_literal(attr: ir.Attribute, t: ir.Type, half: str = "half") -> str:
     raise UnsupportedOp(f"constant {attr} of type {t}")
 
 
+def dense_values(attr: ir.Attribute, e: ir.Type) -> list:
+    """The elements of a dense constant of element type e (one for a splat), as Python numbers."""
+    dense = ir.DenseElementsAttr(attr)
+    if dense.is_splat:
+        return [dense.get_splat_value().value]
+    if is_bf16(e):
+        return _bf16_elements(attr)
+    if is_float(e):
+        return list(ir.DenseFPElementsAttr(attr))
+    return list(ir.DenseIntElementsAttr(attr))
+
+
+def _bf16_elements(attr) -> list[float]:
+    """Elements of a bf16 dense attribute (the Python bindings cannot read bf16 elements)."""
+    return [bf16_from_bits(b) for b in bf16_bits(attr)]
+
+
+def bf16_from_bits(b: int) -> float:
+    """The value of the bf16 bit pattern b."""
+    return float(np.array([(b & 0xFFFF) << 16], dtype=np.uint32).view(np.float32)[0])
+
+
+def round_bf16(x: float) -> float:
+    """x rounded to the nearest bf16 value (ties to even) through f32, as the kernels round."""
+    if math.isnan(x):
+        return x
+    u = int(np.array([x], dtype=np.float32).view(np.uint32)[0])
+    return bf16_from_bits((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+
 def vector_literal(attr: ir.Attribute, t: ir.Type, half: str = "half") -> str:
     """`(float4)(1.0f, 2.0f, ...)` or a splat `(float4)(0.0f)`; i1 lanes become -1/0. A one-lane vector constant
     is a scalar literal."""
     n = width(t)
     e = element_type(t)
-    dense = ir.DenseElementsAttr(attr)
-    if dense.is_splat:
-        values = [dense.get_splat_value().value]
-    elif is_float(e):
-        values = list(ir.DenseFPElementsAttr(attr))
-    else:
-        values = list(ir.DenseIntElementsAttr(attr))
+    values = dense_values(attr, e)
     if n == 0:
         return float_literal(values[0], e, half) if is_float(e) else int_literal(int(values[0]), e)
     if is_i1(e):

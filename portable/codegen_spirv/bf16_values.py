@@ -11,6 +11,7 @@ bytes, silently). Instead, before convert-gpu-to-spirv:
 
 from __future__ import annotations
 
+from ..compiler.ir_util import bf16_bits
 from ..compiler.mlir import arith, ir
 from ..errors import CompileError
 
@@ -59,7 +60,8 @@ def _bits_attr(attr: ir.Attribute, t: ir.Type, i16: ir.Type) -> ir.Attribute:
         return ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(i16, _bits(dense.get_splat_value().value)))
     import numpy as np
 
-    bits = np.array([_bits(dense[i]) for i in range(len(dense))], dtype=np.int16).reshape(list(t.shape))
+    # Element access on non-splat bf16 attributes fails in these bindings: read the printed bits.
+    bits = np.array(bf16_bits(attr), dtype=np.uint16).view(np.int16).reshape(list(t.shape))
     return ir.DenseElementsAttr.get(bits, type=t)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -41,6 +42,11 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
         # build of convert-gpu-to-spirv crashes on gpu.func workgroup attributions, and its memory-space map
         # does not take #gpu.address_space here, so name the storage class directly.
+        # A barrier's memfence list goes (the storage-class renaming below would break it): barriers that order
+        # workgroup memory only are remembered in order, the rest get buffer semantics too (_barriers_cover_buffers).
+        local_only = [bool(m.group(1)) and "workgroup" in m.group(1) and "global" not in m.group(1)
+                      for m in re.finditer(r"gpu\.barrier(?: memfence (\[[^\]]*\]))?", gpu_module_asm)]
+        gpu_module_asm = re.sub(r"gpu\.barrier memfence \[[^\]]*\]", "gpu.barrier", gpu_module_asm)
         gpu_module_asm = gpu_module_asm.replace("#gpu.address_space<workgroup>", "#spirv.storage_class<Workgroup>")
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
         gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
@@ -97,7 +103,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
         _pin_version(module, profile.get("spirv_version", "v1.3"))
         _decorate_buffers(module, access)
-        _barriers_cover_buffers(module)
+        _barriers_cover_buffers(module, local_only)
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.
@@ -127,24 +133,30 @@ def _pin_version(module: ir.Module, version: str) -> None:
             spv.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"v1\.\d", version, vce, count=1))
 
 
-def _barriers_cover_buffers(module: ir.Module) -> None:
+def _barriers_cover_buffers(module: ir.Module, local_only: list[bool]) -> None:
     """A gpu.barrier orders buffer (global) memory too in our kernels (a workgroup reduction's output is
     zeroed by every thread, then accumulated by one), as OpenCL's barrier(CLK_GLOBAL_MEM_FENCE) does; upstream
     lowers it with WorkgroupMemory semantics only, which leaves that a race in the Vulkan memory model. Add
-    UniformMemory."""
-    semantics = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|UniformMemory|WorkgroupMemory>")
+    UniformMemory, except on barriers that `local_only` (one flag per gpu.barrier, in order) marks as ordering
+    workgroup memory alone; if the conversion changed how many barriers there are, every one gets it."""
+    full = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|UniformMemory|WorkgroupMemory>")
+    local = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|WorkgroupMemory>")
+    barriers: list[ir.Operation] = []
 
     def walk(op: ir.Operation) -> None:
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
                     if inner.operation.name == "spirv.ControlBarrier":
-                        inner.operation.attributes["memory_semantics"] = semantics
+                        barriers.append(inner.operation)
                     walk(inner.operation)
 
     for spv in module.body.operations:
         if spv.operation.name == "spirv.module":
             walk(spv.operation)
+    flags = local_only if len(local_only) == len(barriers) else [False] * len(barriers)
+    for op, flag in zip(barriers, flags):
+        op.attributes["memory_semantics"] = local if flag else full
 
 
 def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:

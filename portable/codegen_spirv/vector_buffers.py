@@ -89,7 +89,8 @@ def _plain_vec4(op: ir.Operation) -> bool:
 
 
 def vectorize_buffers(gpu_module: ir.Operation) -> None:
-    """Retype eligible kernel buffer arguments of every gpu.func in `gpu_module` to vec4 elements, in place."""
+    """Retype eligible kernel buffer arguments and workgroup allocations of every gpu.func in `gpu_module` to vec4
+    elements, in place (workgroup tiles staged by promotion.py are then read 128 bits at a time too)."""
     for fn in gpu_module.regions[0].blocks[0].operations:
         if fn.operation.name != "gpu.func":
             continue
@@ -97,30 +98,41 @@ def vectorize_buffers(gpu_module: ir.Operation) -> None:
         entry = fn.regions[0].blocks[0]
         nargs = len(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
         new_inputs = []
-        for i, arg in enumerate(list(entry.arguments)[:nargs]):
-            new_inputs.append(arg.type)
-            t = arg.type
-            if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
-                continue
-            elem = t.element_type
-            # 32-bit lanes only: i1 has no storage layout in SPIR-V and i64 vec4 is wider than a 128-bit load.
-            if t.shape[-1] % WIDTH or not (isinstance(elem, ir.F32Type) or
-                                           isinstance(elem, ir.IntegerType) and elem.width == 32):
-                continue
-            mine = [op for op in _accesses(fn) if _mem_and_indices(op)[0] == arg]  # fresh: rewrites erase ops
-            vec = [op for op in mine if op.name in _VEC]
-            if not vec or any(op.name == "memref.store" for op in mine):
-                continue
-            if not all(_plain_vec4(op) and _multiple(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
-                continue
-            elem_v = ir.VectorType.get([WIDTH], t.element_type)
-            new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // WIDTH], elem_v)
-            arg.set_type(new_t)
-            new_inputs[-1] = new_t
-            for op in mine:
-                _rewrite(op, arg, elem_v)
+        for arg in list(entry.arguments)[:nargs]:
+            new_inputs.append(_retyped(fn, arg) or arg.type)
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(new_inputs, list(ftype.results)))
+        for alloc in find_ops(fn, ("memref.alloc",)):
+            t = alloc.results[0].type
+            if isinstance(t, ir.MemRefType) and "orkgroup" in str(t.memory_space):  # gpu or spirv spelling
+                _retyped(fn, alloc.results[0])
+
+
+def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
+    """Retype `buf` (a kernel argument or a workgroup allocation) to vec4 elements when every access allows it, and
+    rewrite those accesses; returns the new type, else None."""
+    t = buf.type
+    if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
+        return None
+    elem = t.element_type
+    # 32-bit lanes only: i1 has no storage layout in SPIR-V and i64 vec4 is wider than a 128-bit load.
+    if t.shape[-1] % WIDTH or not (isinstance(elem, ir.F32Type) or
+                                   isinstance(elem, ir.IntegerType) and elem.width == 32):
+        return None
+    mine = [op for op in _accesses(fn) if _mem_and_indices(op)[0] == buf]  # fresh: rewrites erase ops
+    vec = [op for op in mine if op.name in _VEC]
+    if not vec or any(op.name == "memref.store" for op in mine):
+        return None
+    if any(u.owner.name not in _VEC + ("memref.load", "memref.store") for u in buf.uses):
+        return None  # a view or a call: its layout would change under it
+    if not all(_plain_vec4(op) and _multiple(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
+        return None
+    elem_v = ir.VectorType.get([WIDTH], t.element_type)
+    new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // WIDTH], elem_v, memory_space=t.memory_space)
+    buf.set_type(new_t)
+    for op in mine:
+        _rewrite(op, buf, elem_v)
+    return new_t
 
 
 def _rewrite(op: ir.Operation, mem: ir.Value, elem_v: ir.Type) -> None:

@@ -98,6 +98,21 @@ def concat_to_generic(op: ir.Operation) -> None:
     _gather_generic(op, out_t, body)
 
 
+def slice_dims(sizes: list[int], shape: list[int], what: str) -> list[int]:
+    """The dims of a slice with `sizes` that the sliced tensor of `shape` keeps: a rank-reducing slice drops unit
+    dims; keep dims in order while they match the shape."""
+    kept: list[int] = []
+    for d in range(len(sizes)):
+        left_sizes, left_want = len(sizes) - d, len(shape) - len(kept)
+        if left_want and sizes[d] == shape[len(kept)] and (sizes[d] != 1 or left_sizes == left_want):
+            kept.append(d)
+        elif sizes[d] != 1:
+            raise UnsupportedOp(f"{what} of shape {shape} does not match its sizes {sizes}")
+    if len(kept) != len(shape):
+        raise UnsupportedOp(f"{what} of shape {shape} does not match its sizes {sizes}")
+    return kept
+
+
 def extract_slice_to_generic(op: ir.Operation) -> None:
     """tensor.extract_slice with static offsets, sizes, strides (rank-reducing too) -> a strided copy."""
     src = op.operands[0]
@@ -107,16 +122,7 @@ def extract_slice_to_generic(op: ir.Operation) -> None:
     strides = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), "tensor.extract_slice")
     if len(list(op.operands)) != 1 or not src_t.has_static_shape:
         raise UnsupportedOp("tensor.extract_slice with dynamic offsets/sizes is not supported yet")
-    # A rank-reducing slice drops unit dims: keep dims in order while they match the result's shape.
-    kept, want = [], list(out_t.shape)
-    for d in range(src_t.rank):
-        left_src, left_want = src_t.rank - d, len(want) - len(kept)
-        if left_want and sizes[d] == want[len(kept)] and (sizes[d] != 1 or left_src == left_want):
-            kept.append(d)
-        elif sizes[d] != 1:
-            raise UnsupportedOp(f"tensor.extract_slice result {out_t} does not match its sizes {sizes}")
-    if len(kept) != len(want):
-        raise UnsupportedOp(f"tensor.extract_slice result {out_t} does not match its sizes {sizes}")
+    kept = slice_dims(sizes, list(out_t.shape), "tensor.extract_slice")
 
     def body(i):
         pos = dict(zip(kept, i))

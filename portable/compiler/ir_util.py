@@ -20,3 +20,33 @@ def find_ops(root: ir.Operation, names: set[str] | tuple[str, ...],
 
     root.walk(visit)
     return found
+
+
+def pop_marked(root: ir.Operation, name: str, attr: str) -> list[ir.Operation]:
+    """Ops named `name` under `root` that carry the unit attribute `attr` (a mark left by the transform script),
+    with the mark removed."""
+    found = find_ops(root, (name,), lambda op: attr in op.attributes)
+    for op in found:
+        del op.attributes[attr]
+    return found
+
+
+def bf16_bits(attr: ir.Attribute) -> list[int]:
+    """Bit patterns of the elements of a bf16 dense attribute, read from its printed form (these Python bindings
+    cannot read bf16 elements): `dense<[[1.0, 0x7F80], ...]>`; decimals are rounded to bf16 (ties to even)."""
+    import struct
+
+    text = str(attr)
+    body = text[text.index("<") + 1:text.rindex(">", 0, text.rindex(":"))]
+    if body.startswith('"'):  # the whole payload as one hex string (little-endian u16 per element)
+        raw = bytes.fromhex(body.strip('"')[2:])
+        return list(struct.unpack(f"<{len(raw) // 2}H", raw))
+    bits = []
+    for item in body.replace("[", "").replace("]", "").split(","):
+        item = item.strip()
+        if item.lower().startswith("0x"):
+            bits.append(int(item, 16) & 0xFFFF)
+            continue
+        u = struct.unpack("<I", struct.pack("<f", float(item)))[0]
+        bits.append(0x7FC0 if item.lower() == "nan" else ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+    return bits

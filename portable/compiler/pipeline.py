@@ -11,10 +11,11 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import coop_matrix, dispatch, gathers, plan, rewrites, split, strategy, transform_script
+from . import coop_matrix, dispatch, gathers, plan, promotion, rewrites, split, strategy, transform_script
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
+from .tensor_slices import insert_slices_to_generics
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
 COMPILE_COUNT = 0
@@ -75,9 +76,12 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             wg, sg = coop_matrix.tiles(profile)
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
             continue
-        s = strategy.choose(OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers), profile, g.kind)
+        kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
+        s = strategy.choose(kind, profile, g.kind)
+        if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
+            s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
         if plain:
-            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1))
+            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1), promote_k=0)
         strategies.append(s)
     dump("dispatch", module)
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
@@ -124,6 +128,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         fn = public_func(module)
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
+        # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
+        insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
@@ -141,6 +147,10 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
+        if any(s.promote_k for s in strategies):
+            _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
+            promotion.hoist_accumulators(module)
+            _run(module, "builtin.module(canonicalize,cse)", "hoist-accumulators", dump)
         builder = plan.PlanBuilder(module, public_func(module))
         builder.build()
         if splits and len(builder.launches) != len(groups):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..executable import Dispatch, Slot, TensorSig
+from .ir_util import bf16_bits
 from .mlir import ir
 
 _DTYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i32": "int32", "i64": "int64", "i8": "int8",
@@ -90,6 +91,8 @@ def _global_data(module: ir.Module, sym: str, sig: TensorSig) -> np.ndarray:
                 v = dense.get_splat_value()
                 value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
                 return np.full(sig.shape, value, dtype=dtype)
+            if sig.dtype == "bfloat16":  # no bf16 in the buffer protocol: the bits, viewed as the runtime's dtype
+                return np.array(bf16_bits(attr), np.uint16).view(dtype).reshape(sig.shape)
             return np.array(dense, copy=True).astype(dtype, copy=False).reshape(sig.shape)
     raise CompileError(f"memref.global @{sym} not found", stage="plan")
 

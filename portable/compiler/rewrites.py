@@ -4,7 +4,8 @@
 - reductions with no parallel loop (a full reduction to a 0-d tensor) get a unit parallel loop, so the
   op can be distributed to a workgroup like every other;
 - ops summing into a constant start from zero and add it as an epilogue; scalar constant casts fold;
-  importer asserts go.
+  importer asserts go; min/max on booleans become or/and; scalars computed at the top level move into the
+  kernels that use them (host_scalars.py).
 """
 
 from __future__ import annotations
@@ -201,9 +202,32 @@ def _refill_reshape(op: ir.Operation) -> None:
     op.erase()
 
 
+# min/max on i1 as logic: unsigned, true (1) is the larger; signed, true (-1) is the smaller.
+_I1_MINMAX = {"arith.maxui": arith.OrIOp, "arith.minsi": arith.OrIOp, "arith.minui": arith.AndIOp,
+              "arith.maxsi": arith.AndIOp}
+
+
+def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
+    """arith min/max on booleans (ONNX ReduceMax/ReduceMin on bool) -> or/and, which every code generator
+    takes (OpenCL C has no min/max on its bool type)."""
+    def is_i1(op):
+        t = op.results[0].type
+        elem = ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t
+        return isinstance(elem, ir.IntegerType) and ir.IntegerType(elem).width == 1
+
+    for op in find_ops(func_op, tuple(_I1_MINMAX), is_i1):
+        with ir.InsertionPoint(op), op.location:
+            new = _I1_MINMAX[op.name](op.operands[0], op.operands[1]).result
+        op.results[0].replace_all_uses_with(new)
+        op.erase()
+
+
 def apply(func_op: ir.Operation) -> None:
+    from .host_scalars import sink_host_scalars  # it builds on rebuild_generic, defined here
+
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
+    _i1_minmax_to_logic(func_op)
     block = func_op.regions[0].blocks[0]
     for op in list(block.operations):
         if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
@@ -215,8 +239,11 @@ def apply(func_op: ir.Operation) -> None:
             concat_to_generic(op)
         elif op.name == "tensor.extract_slice":
             extract_slice_to_generic(op)
-        elif op.name == "linalg.generic" and classify(op).kind != "fill" \
-                and "parallel" not in iterator_types(op):
+    # After the gathers (a pad value may be such a scalar), before 0-d ops get their unit loop (so do the
+    # inputs it adds).
+    sink_host_scalars(func_op)
+    for op in list(block.operations):
+        if op.name == "linalg.generic" and classify(op).kind != "fill" and "parallel" not in iterator_types(op):
             expand_rank0_reduction(op)
     for op in list(block.operations):
         if op.name == "linalg.generic" and classify(op).kind != "fill":

@@ -26,6 +26,8 @@ class Strategy:
     reduce_threads: int = 0
     # Cooperative-matrix matmul (coop_matrix.py): outputs (m, n) per subgroup; one subgroup of 32 per tile.
     coop: tuple[int, int] | None = None
+    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
+    promote_k: int = 0
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
@@ -123,6 +125,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
+    promoted = _promoted_matmul(kind, root, profile)
+    if promoted is not None:
+        return promoted
     vec = _can_vectorize(kind, tile, per_thread, profile)
     k_tile: tuple[int, ...] = ()
     if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
@@ -134,6 +139,28 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+
+
+def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
+    """The workgroup-memory matmul (promotion.py) where the profile asks for it: a plain f32-sized (m, n, k)
+    matmul (no epilogue: the tiled op is the matmul itself) whose loops the workgroup tile and K step divide."""
+    wg = profile.get("matmul_promote_tile")
+    kt = int(profile.get("matmul_promote_k", 16))
+    if not wg or root is None or kind.kind != "matmul" or list(kind.iterators) != ["parallel", "parallel", "reduction"]:
+        return None
+    if tuple(kind.ranges) != tuple(root.ranges) or not profile.get("vectorize", False):
+        return None
+    tm, tn = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    m, n, k = kind.ranges
+    wm, wn = (int(v) for v in wg)
+    if m % wm or n % wn or k % kt or kt % 4 or wm % tm or wn % tn or tn not in (1, 2, 4):
+        return None
+    threads = (wm // tm, wn // tn, 0)
+    max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
+    if threads[0] * threads[1] > int(profile.get("max_workgroup_invocations", 1024)) or threads[1] > max_size[0] \
+            or threads[0] > max_size[1]:
+        return None
+    return Strategy((wm, wn, 0), threads, True, (0, 0, 4), (0, tm), promote_k=kt)
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from . import coop_matrix
+from . import coop_matrix, promotion
 from .dispatch import Group
+from .ir_util import pop_marked
 from .linalg_info import classify
 from .mlir import gpu, ir
 from .strategy import Strategy
-
 
 # Marks the serial column loops of row-chain steps (_row_chain_workgroup): in each iteration a thread reads and
 # writes only its own columns and partials, so the barrier that thread mapping puts at the end of the body is
@@ -51,6 +51,8 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             cont = f"%wc{k}_{j}"
         if s.coop:
             coop_matrix.emit_subgroup_tiles(emit, k, len(fused), s.coop)
+        elif s.promote_k:
+            promotion.emit(emit, g, s, len(fused))
         elif g.chain and s.reduce_threads:
             _row_chain_workgroup(emit, g, s, len(fused))
         elif s.reduce_threads:
@@ -105,7 +107,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                     blocks *= -(-r // t)
             grid = f" grid_dims = [{blocks}, 1, 1]"
         emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch{grid} : ({any_op}) -> {any_op}")
-        sync = "true" if s.reduce_threads else "false"
+        sync = "true" if s.reduce_threads or s.promote_k else "false"  # promoted: a barrier after each step
         warp = f" warp_size = {coop_matrix.SUBGROUP}" if s.coop else ""
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
              f"sync_after_distribute = {sync}{warp} : ({any_op}) -> {any_op}")
@@ -155,17 +157,22 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
         for h in handles:
             emit(f"    transform.structured.vectorize {h} : {any_op}")
         if s.root_k_tile:
-            emit(f"    transform.apply_patterns to {cont} {{")
-            # Broadcasting reads of the generic's vectorization fold into a plain (m,k)x(k,n) contract;
-            # loop-invariant code (the padding value) leaves the K loop so the output tile's read/write pair
-            # is invariant and becomes a register iter_arg.
-            emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
-            emit("      transform.apply_patterns.vector.reduction_to_contract")
-            emit("      transform.apply_patterns.vector.fold_arith_extension")
-            emit("      transform.apply_patterns.canonicalization")
-            emit(f"    }} : {any_op}")
-            emit(f"    transform.apply_licm to %kl{k} : {any_op}")
-            emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+            register_accumulators(emit, cont, f"%kl{k}")
+
+
+def register_accumulators(emit, container: str, k_loop: str) -> None:
+    """After vectorizing a thread's matmul tile: broadcasting reads of the generic's vectorization fold into a plain
+    (m,k)x(k,n) contract; loop-invariant code (the padding value) leaves the K loop, so the output tile's
+    read/write pair is invariant and becomes a register iter_arg."""
+    any_op = "!transform.any_op"
+    emit(f"    transform.apply_patterns to {container} {{")
+    emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
+    emit("      transform.apply_patterns.vector.reduction_to_contract")
+    emit("      transform.apply_patterns.vector.fold_arith_extension")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    emit(f"    transform.apply_licm to {k_loop} : {any_op}")
+    emit(f"    transform.loop.hoist_loop_invariant_subsets {k_loop} : {any_op}")
 
 
 def _workgroup_reduction(emit, g: Group, s: Strategy, nfused: int) -> None:
@@ -280,16 +287,7 @@ def hoist_step_barriers(module: ir.Module) -> None:
     with the barrier of the thread-mapped step inside; no thread reads another's columns within the loop, so
     one barrier after the loop suffices (a barrier per iteration would also keep each thread to one
     outstanding global load)."""
-    loops: list[ir.Operation] = []
-
-    def visit(op):
-        if op.name == "scf.for" and CYCLIC in op.attributes:
-            loops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for loop in loops:
-        del loop.attributes[CYCLIC]
+    for loop in pop_marked(module.operation, "scf.for", CYCLIC):
         body = list(loop.regions[0].blocks[0].operations)
         # Copies of a tile onto itself (left by bufferization of the step's in-place writes) do nothing.
         for op in body:

@@ -119,10 +119,12 @@ def import_case(case: Case) -> tuple[dict, Any]:
         text = onnx_to_mlir(model, {k: v for k, v in shapes.items() if k not in values}, input_values=values)
     except Exception as first:  # noqa: BLE001
         # Compile per shape: inputs that decide shapes or index arguments (Reshape's shape, TopK's k, Slice's
-        # starts, ReduceSum's axes) are folded into constants, so the graph is specialized to this data set.
+        # starts, ReduceSum's axes, Compress's condition) are folded into constants, so the graph is specialized
+        # to this data set.
         dynamic = "data-dependent shape" in str(first)
         more = {vi.name: a for vi, a in zip(inputs, feeds) if vi.name not in values
-                and ((a.dtype.kind in "iu" and a.ndim <= 1 and a.size <= 64) or (dynamic and a.ndim == 0))}
+                and ((a.dtype.kind in "iu" and a.ndim <= 1 and a.size <= 64) or (dynamic and a.ndim == 0)
+                     or (dynamic and a.dtype == np.bool_ and a.ndim == 1 and a.size <= 64))}
         values = {**values, **more}
         if not more or not isinstance(first, PortableError):
             return info, _classify(first, "onnx-import", "import")

@@ -46,13 +46,29 @@ def iter_nodes(graph):
 # (segfault) on a node that omits trailing optional outputs: give them placeholder outputs, which are dead.
 _PAD_OUTPUTS = {"Unique": 4}
 
+# Attributes written out with their schema defaults: onnx's strict shape inference of these ops' function bodies
+# reads them through ref_attr_name and rejects the model when they are absent (test_mvn).
+_DEFAULT_ATTRIBUTES = {"MeanVarianceNormalization": {"axes": [0, 2, 3]},
+                       # onnx 1.23 infers STFT shapes with onesided=0 when absent; the schema default is 1.
+                       "STFT": {"onesided": 1}}
+
 
 def pad_outputs(graph) -> None:
+    """Node fix-ups before shape inference and import: placeholder outputs (_PAD_OUTPUTS) and explicit default
+    attributes (_DEFAULT_ATTRIBUTES)."""
+    from onnx import helper
+
     for n in iter_nodes(graph):
-        want = _PAD_OUTPUTS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        want = _PAD_OUTPUTS.get(n.op_type)
         if want:
             while len(n.output) < want:
                 n.output.append(f"{n.name}__unused_{len(n.output)}")
+        have = {a.name for a in n.attribute}
+        for name, value in _DEFAULT_ATTRIBUTES.get(n.op_type, {}).items():
+            if name not in have:
+                n.attribute.append(helper.make_attribute(name, value))
 
 
 _LOWERED_DOMAINS = {""}  # ai.onnx; ai.onnx.ml and ai.onnx.preview.training ops have no torch-mlir lowering
@@ -72,6 +88,7 @@ def check_known_failures(m) -> None:
               for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
               if vi.type.tensor_type.HasField("shape")}
     ranks = {k: len(v) for k, v in shapes.items()}
+    consts, elem_types = _Constants(m), _elem_types(m)
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
             continue
@@ -84,19 +101,153 @@ def check_known_failures(m) -> None:
         if n.op_type == "Einsum" and any(ranks.get(i) == 0 for i in n.input):
             raise UnsupportedOp(f"{node_desc(n)}: Einsum over rank-0 operands is not supported (torch-mlir's "
                                 f"torch-decompose-complex-ops aborts on it)")
+        why = _wrong_lowering(n, shapes, consts, elem_types)
+        if why:
+            raise UnsupportedOp(f"{node_desc(n)}: {why}")
+
+
+class _Constants:
+    """Initializer and Constant-node values by name, read into numpy only when asked for (weights are large)."""
+
+    def __init__(self, m):
+        self.protos = {i.name: i for i in m.graph.initializer}
+        for n in m.graph.node:
+            if n.op_type == "Constant" and n.output and len(n.attribute) == 1 and n.attribute[0].name == "value":
+                self.protos[n.output[0]] = n.attribute[0].t
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.protos
+
+    def dims(self, name: str) -> list[int]:
+        return list(self.protos[name].dims)
+
+    def get(self, name: str):
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(self.protos[name]) if name in self.protos else None
+
+
+def _elem_types(m) -> dict:
+    types = {vi.name: vi.type.tensor_type.elem_type
+             for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
+             if vi.type.WhichOneof("value") == "tensor_type"}
+    types.update({i.name: i.data_type for i in m.graph.initializer})
+    return types
+
+
+def _wrong_lowering(n, shapes: dict, consts: _Constants, elem_types: dict) -> str | None:
+    """Why torch-mlir's lowering of node `n` computes wrong values, or None. Ops with an ONNX function body are
+    then expanded into it by the importer's retry (the error names the node); the others stop here."""
+    def given(i: int) -> bool:
+        return len(n.input) > i and bool(n.input[i])
+
+    def dims(name: str) -> list[int] | None:
+        return consts.dims(name) if name in consts else shapes.get(name)
+
+    if n.op_type == "Gelu" and _attr(n, "approximate") == "tanh":
+        return ("approximate='tanh' is lowered with sqrt(2/pi) rounded to 0.797724 (relative error 2e-4), which "
+                "the tails of the result amplify; expanded into its ONNX function body instead")
+    if n.op_type == "CenterCropPad":
+        return ("torch-mlir's lowering computes the crop offsets at run time even from constants (dynamic slices) "
+                "and pads with tensor.insert_slice; expanded into its ONNX function body (Pad and Slice) instead")
+    if n.op_type == "SpaceToDepth" and _attr(n, "mode") == "CRD":
+        return "mode 'CRD' is lowered as 'DCR' (the attribute is ignored); expanded into its ONNX function body instead"
+    if n.op_type == "QLinearMatMul" and any(len(dims(n.input[i]) or ()) > 2 for i in (0, 3)):
+        return ("QLinearMatMul of operands of rank > 2 is lowered to a plain batch matmul that drops the zero "
+                "points, giving wrong values")
+    if n.op_type == "DequantizeLinear" and given(2) and elem_types.get(n.input[0]) == 2:
+        zp = consts.get(n.input[2])
+        per_axis = any(d != 1 for d in dims(n.input[2]) or ())  # one element is read as per-tensor, correctly
+        if per_axis and (zp is None or (zp >= 128).any()):
+            return ("a per-axis uint8 zero point is sign-extended by torch-mlir's lowering (values >= 128 read as "
+                    "negative), giving wrong values")
+    if n.op_type == "LSTM" and given(7):
+        p = consts.get(n.input[7])
+        if p is None or p.any():
+            return "peephole weights (input P) are ignored by torch-mlir's lowering, giving wrong values"
+    if n.op_type == "LSTM" and given(4):
+        lens, x = consts.get(n.input[4]), dims(n.input[0])
+        steps = x[1 if _attr(n, "layout", 0) == 1 else 0] if x else None
+        if lens is None or steps is None or (lens != steps).any():
+            return ("sequence_lens is ignored by torch-mlir's lowering (every sequence runs all time steps); "
+                    "only lengths equal to the sequence dimension, given as constants, are supported")
+    return None
 
 
 def check_inferred(m) -> None:
     """Every value a node produces needs a known rank: torch-mlir's importer would take an unknown one for a
-    scalar and its converters then crash. Compile-per-shape needs the shapes anyway."""
-    known = {vi.name for vi in list(m.graph.value_info) + list(m.graph.output) + list(m.graph.input)
-             if vi.type.WhichOneof("value") != "tensor_type" or vi.type.tensor_type.HasField("shape")}
-    known |= {i.name for i in m.graph.initializer}
+    scalar and its converters then crash. Compile-per-shape needs the shapes anyway. A shape that is not static
+    because a shape argument (Reshape's shape, Slice's starts, Pad's pads...) is computed at run time from graph
+    inputs is reported as a data-dependent shape, naming those inputs (they can be folded with input_values=)."""
+    static: dict[str, bool] = {}
+    for vi in list(m.graph.value_info) + list(m.graph.output) + list(m.graph.input):
+        if vi.type.WhichOneof("value") != "tensor_type":
+            static[vi.name] = True
+        elif vi.type.tensor_type.HasField("shape"):
+            static[vi.name] = all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+    static.update({i.name: True for i in m.graph.initializer})
+    dynamic = _DynamicShapes(m, static)
     for n in m.graph.node:
         for o in n.output:
-            if o and o not in known:
+            if o and not static.get(o, False):
+                why = dynamic.cause(n)
+                if why:
+                    raise UnsupportedOp(why)
+            if o and o not in static:
                 raise UnsupportedOp(f"{node_desc(n)}: ONNX shape inference could not determine the shape of its "
                                     f"output '{o}' (portable compiles per shape: every shape must be known)")
+
+
+# Inputs (by position) that decide the shape of an op's result: computed at run time, they make it data-dependent.
+_REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare")
+_SHAPE_ARGS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
+               "ConstantOfShape": (0,), "Range": (0, 1, 2), "TopK": (1,), "Resize": (2, 3), "Upsample": (1,),
+               "OneHot": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1, 2),
+               "NonZero": (0,), "Compress": (1,), "Loop": (0, 1), "If": (0,), **{r: (1,) for r in _REDUCE}}
+
+
+class _DynamicShapes:
+    """Finds, upstream of a node with a non-static result, the node whose shape argument is computed at run time
+    from graph inputs."""
+
+    def __init__(self, m, static: dict[str, bool]):
+        self.static = static
+        self.producer = {o: n for n in m.graph.node for o in n.output if o}
+        inits = {i.name for i in m.graph.initializer}
+        self.runtime = [vi.name for vi in m.graph.input if vi.name not in inits]
+
+    def cause(self, node) -> str | None:
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.domain in ("", "ai.onnx") and any(not self.static.get(o, False) for o in n.output if o):
+                for i in _SHAPE_ARGS.get(n.op_type, ()):
+                    arg = n.input[i] if i < len(n.input) else ""
+                    sources = self._sources(arg) if arg else []
+                    if sources:
+                        return (f"{node_desc(n)}: its input '{arg}' decides the shape of its result and is computed "
+                                f"at run time from input(s) {', '.join(map(repr, sources))} (a data-dependent shape; "
+                                f"portable compiles per shape: pass them in input_values= to fold them)")
+            stack += [self.producer[i] for i in n.input if i in self.producer]
+        return None
+
+    def _sources(self, name: str) -> list[str]:
+        """The runtime graph inputs `name` is computed from."""
+        found, seen, stack = [], set(), [name]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.runtime:
+                found.append(v)
+            elif v in self.producer:
+                stack += [i for i in self.producer[v].input if i]
+        return sorted(found)
 
 
 def check_ops(m, expandable=lambda node: False) -> None:

@@ -6,6 +6,8 @@ Reshape`. ONNX shape inference cannot see through most of those, and torch-mlir 
 `Shape`/`Size` of a value with a static shape become constants, then every node whose inputs are all constants
 is evaluated with onnx's reference evaluator, and shape inference runs again, until nothing changes.
 
+Also folded: CastLike of a constant (its second input gives only a type) and any result with no elements (a
+constant whatever its inputs). Afterwards constant Slice arguments are brought into range (canonicalize_slices).
 Only small results are folded (FOLD_LIMIT elements): large constant tensors stay computed on the device.
 """
 
@@ -20,6 +22,13 @@ _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformL
             "If", "Loop", "Scan", "SequenceMap", "Dropout"}
 _FOLDED_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16,
                                         np.int32, np.int64, np.bool_)}
+try:  # onnx reads and writes bfloat16 tensors as ml_dtypes arrays (an onnx dependency) and evaluates them too
+    import ml_dtypes
+
+    _FOLDED_DTYPES.add(np.dtype(ml_dtypes.bfloat16))
+except ImportError:  # pragma: no cover - an onnx without ml_dtypes: bfloat16 values are not folded
+    pass
+_UNFOLDED_TENSORS = {8}  # TensorProto element types never read into numpy here: strings
 
 
 def _static_shapes(m) -> tuple[dict[str, tuple], dict[str, int]]:
@@ -70,7 +79,7 @@ def _constant(node) -> list | None:
     from onnx import numpy_helper
 
     for a in node.attribute:
-        if a.name == "value" and a.t.data_type != 16:
+        if a.name == "value" and a.t.data_type not in _UNFOLDED_TENSORS:
             return [numpy_helper.to_array(a.t)]
     return None
 
@@ -91,6 +100,14 @@ def _evaluate(node, values: dict, opsets: dict[str, int]) -> list | None:
     return [np.asarray(o) for o in outs]
 
 
+def _cast_like(node, value: np.ndarray, elem_type: int, opsets: dict[str, int]) -> list | None:
+    from onnx import helper
+
+    cast = helper.make_node("Cast", ["x"], ["y"], to=elem_type,
+                            **{a.name: a.i for a in node.attribute if a.name == "saturate"})
+    return _evaluate(cast, {"x": value}, opsets)
+
+
 def fold_once(m) -> int:
     """One folding sweep over the top-level graph, in place; returns how many nodes were folded away."""
     from onnx import helper, numpy_helper
@@ -99,7 +116,7 @@ def fold_once(m) -> int:
     shapes, dtypes = _static_shapes(m)
     graph_inputs = {vi.name for vi in m.graph.input}
     values = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if i.name not in graph_inputs
-              and i.data_type != 16}  # bfloat16 initializers have no numpy dtype: not folded through
+              and i.data_type not in _UNFOLDED_TENSORS}
     # A tensor with no elements is a constant whatever the input: reductions over it fold to their identity.
     for name, shape in shapes.items():
         if 0 in shape and name not in values:
@@ -115,6 +132,10 @@ def fold_once(m) -> int:
             continue
         if n.op_type in ("Shape", "Size") and n.input[0] in shapes:
             res = [_shape_value(n, shapes[n.input[0]])]
+        elif n.op_type == "CastLike" and n.input[0] in values and n.input[1] in dtypes:
+            res = _cast_like(n, values[n.input[0]], dtypes[n.input[1]], opsets)  # input 1 gives only its type
+            if res is None:
+                continue
         elif all((not i) or i in values for i in n.input):
             res = _constant(n) if n.op_type == "Constant" else None
             res = res or _evaluate(n, values, opsets)
@@ -124,6 +145,8 @@ def fold_once(m) -> int:
                 continue
             if res is None:
                 continue
+        elif all(o and o in values and values[o].size == 0 for o in n.output):
+            res = [values[o] for o in n.output]  # results with no elements: constants whatever the inputs
         else:
             continue
         folded.append(n)
@@ -158,14 +181,87 @@ def fold_once(m) -> int:
     return len(folded)
 
 
+INT64_MIN = -(1 << 63)
+
+
+def _slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int] | None:
+    """(start, end) of one sliced axis brought into range, in ONNX's own encoding; None for an empty result."""
+    start, end = (start + dim if start < 0 else start), (end + dim if end < 0 else end)
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return (start, end) if start < end else None
+    start, end = min(max(start, -1), dim - 1), min(max(end, -1), dim - 1)
+    if start <= end:
+        return None
+    return start, INT64_MIN if end == -1 else end  # -1 would read as the last index: "before the first" is INT64_MIN
+
+
+def canonicalize_slices(m) -> int:
+    """Slice nodes with constant starts/ends/axes/steps get them in range (non-negative axes, starts and ends
+    clamped to the data's static shape), in place; returns how many changed. torch-mlir's lowering of a start past
+    the end with a negative step produces a negative offset the compiler reads as dynamic."""
+    from onnx import numpy_helper
+
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 1)
+    if opset < 10:
+        return 0
+    shapes, _ = _static_shapes(m)
+    graph_inputs = {vi.name for vi in m.graph.input}
+    values = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if i.name not in graph_inputs
+              and i.data_type in (6, 7)}
+    changed = 0
+    for n in m.graph.node:
+        if n.op_type != "Slice" or n.domain not in ("", "ai.onnx") or n.input[0] not in shapes:
+            continue
+        args = [n.input[i] if i < len(n.input) else "" for i in range(1, 5)]
+        if not all(a in values for a in args[:2]) or not all(a in values for a in args[2:] if a):
+            continue
+        shape = shapes[n.input[0]]
+        starts, ends = values[args[0]].astype(np.int64).tolist(), values[args[1]].astype(np.int64).tolist()
+        axes = values[args[2]].astype(np.int64).tolist() if args[2] else list(range(len(starts)))
+        steps = values[args[3]].astype(np.int64).tolist() if args[3] else [1] * len(starts)
+        if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps \
+                or not all(-len(shape) <= a < len(shape) for a in axes):
+            continue  # malformed: shape inference reports it
+        bounds = [_slice_bounds(s, e, t, shape[a]) for s, e, t, a in zip(starts, ends, steps, axes)]
+        if None in bounds:
+            continue  # an empty result: folded to a constant instead
+        new = ([b[0] for b in bounds], [b[1] for b in bounds], [a % len(shape) for a in axes], steps)
+        if [list(v) for v in new] == [starts, ends, axes, steps]:
+            continue
+        for i, (role, v) in enumerate(zip(("starts", "ends", "axes", "steps"), new)):
+            name = _fresh_initializer(m, f"{n.name}/{role}", np.array(v, np.int64))
+            if i + 1 < len(n.input):
+                n.input[i + 1] = name
+            else:
+                n.input.append(name)
+        changed += 1
+    return changed
+
+
+def _fresh_initializer(m, base: str, value: np.ndarray) -> str:
+    from onnx import numpy_helper
+
+    taken = {i.name for i in m.graph.initializer} | {o for n in m.graph.node for o in n.output} \
+        | {vi.name for vi in m.graph.input}
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    m.graph.initializer.append(numpy_helper.from_array(value, name))
+    return name
+
+
 def fold_constants(m, infer, rounds: int = 6):
-    """Fold until nothing changes (shape inference between sweeps finds more static shapes); returns the model.
-    `infer(m)` is the caller's shape inference (it returns a new model)."""
+    """Fold until nothing changes (shape inference between sweeps finds more static shapes), then bring constant
+    Slice arguments into range; returns the model. `infer(m)` is the caller's shape inference (it returns a new
+    model)."""
     for _ in range(rounds):
         if not fold_once(m):
             break
         m = infer(m)
+    if canonicalize_slices(m):
+        m = infer(m)
     return m
 
 
-__all__ = ["fold_constants", "fold_once", "FOLD_LIMIT"]
+__all__ = ["fold_constants", "fold_once", "canonicalize_slices", "FOLD_LIMIT"]

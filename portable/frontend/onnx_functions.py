@@ -64,6 +64,33 @@ def _value_types(m) -> dict:
     return types
 
 
+def _referenced_attributes(nodes, into: set[str]) -> set[str]:
+    """Names of the node attributes a function body reads by reference (ref_attr_name), subgraphs included."""
+    for n in nodes:
+        for a in n.attribute:
+            if a.ref_attr_name:
+                into.add(a.ref_attr_name)
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _referenced_attributes(g.node, into)
+    return into
+
+
+def _write_defaults(node, schema, body) -> None:
+    """Attributes the body reads by reference that the node leaves at their schema defaults, written out: onnx's
+    inliner drops a reference to an absent attribute, which leaves, for instance, Swish's `Constant <value_float =
+    @alpha>` with no value at all (SwiGLU's body uses Swish without alpha)."""
+    import onnx
+
+    have = {a.name for a in node.attribute}
+    for name in sorted(_referenced_attributes(body.node, set()) - have):
+        a = schema.attributes.get(name)
+        if a is not None and a.default_value.type != onnx.AttributeProto.UNDEFINED:
+            c = onnx.AttributeProto()
+            c.CopyFrom(a.default_value)
+            c.name = name
+            node.attribute.append(c)
+
+
 def _body(node, schema, opset: int, types: dict):
     """The node's function body as a FunctionProto, or None when it cannot be built (unknown input types)."""
     import onnx
@@ -113,6 +140,7 @@ def expand_nodes(m, select: Callable, rounds: int = 4) -> list[str]:
             f = _body(node, schema, opsets[dom], types)
             if f is None:
                 continue
+            _write_defaults(node, schema, f)
             f.domain, f.name = _DOMAIN, f"{node.op_type}.{i}"
             for j, b in enumerate(f.node):
                 b.name = f"{node.name}/{b.op_type}_{j}"

@@ -44,6 +44,8 @@ from .onnx_checks import (
     name_nodes,
     pad_outputs,
 )
+from .onnx_control import unroll_control_flow, unroll_legacy_scans
+from .onnx_decompose import decompose
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
 
@@ -338,7 +340,7 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     pad_outputs(m.graph)
     check_dtypes(m)
     pin_shapes(m, input_shapes, input_values)
-    m = upgrade_opset(m)
+    m = upgrade_opset(unroll_legacy_scans(m, infer_shapes))  # before onnx's Scan 8->9 adapter mangles them
     # Ops of domains torch-mlir does not lower are expanded into their ONNX function bodies from the start; ops
     # of the default domain only once torch-mlir turns out to have no lowering for them (it has for most).
     opsets = opsets_of(m)
@@ -401,6 +403,8 @@ def _import(m0, expand: set):
         name_nodes(m.graph)
         m = infer_shapes(m)
     m = fold_constants(m, infer_shapes)
+    m = unroll_control_flow(m, infer_shapes)
+    m = decompose(m, infer_shapes)
     check_dtypes(m)  # inference may reveal intermediate values of unsupported dtypes
     check_inferred(m)
     check_known_failures(m)

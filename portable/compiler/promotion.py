@@ -1,0 +1,296 @@
+"""Matmul with operand tiles staged through workgroup memory (GPU profiles with `matmul_promote_tile`).
+
+The register-blocked matmul (transform_script._threads) has every thread read its A rows and B columns from
+global memory; neighbours re-read the same elements through the cache. Here a workgroup walks K in steps of
+`promote_k`: per step its threads copy the A [TM, KT] and B [KT, TN] tiles into workgroup memory together
+(each thread a few 4-wide rows, coalesced), a barrier, then each thread runs its register-blocked [tm, tn]
+tile over the step from workgroup memory, a barrier. Upstream pieces: tile_using_for (the K loop), pad with
+nofold + bufferize_to_allocation (workgroup buffers and the copies into them), tile_using_forall with linear
+thread mapping (the copies), and map_nested_forall_to_threads with sync_after_distribute (the barriers).
+
+The accumulators then sit inside the workgroup K loop as a read and a write of the output tile per step;
+`hoist_accumulators` (after outlining) turns them into loop-carried registers. Upstream's
+hoist_redundant_vector_transfers does not apply there: it takes func.func only, and before outlining the output
+is still reached through subviews.
+"""
+
+from __future__ import annotations
+
+from .dispatch import Group
+from .ir_util import find_ops, pop_marked
+from .mlir import arith, ir, scf
+from .strategy import Strategy
+
+PROMOTED_K = "portable.promoted_k"  # marks the workgroup K loop whose accumulator transfers are hoisted
+
+
+def _copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
+    """(threads on rows, threads on columns) for copying a [rows, cols] tile with 4-wide accesses per thread."""
+    cx = max(1, cols // 4) if cols % 4 == 0 else cols
+    cx = min(cx, threads)
+    while cols % cx:
+        cx -= 1
+    cy = max(1, min(rows, threads // cx))
+    while rows % cy:
+        cy -= 1
+    return cy, cx
+
+
+def applies(g: Group) -> bool:
+    """The group is a matmul with nothing fused but the fill of its output (what `emit` stages)."""
+    if g.consumers or g.chain or len(g.producers) != 1:
+        return False
+    out = g.root.operands[len(g.root.operands) - 1]
+    return isinstance(out, ir.OpResult) and out.owner.operation == g.producers[0]
+
+
+def _zero(t: ir.Type) -> str:
+    return f"0.0 : {t}" if isinstance(t, (ir.F16Type, ir.F32Type, ir.BF16Type, ir.F64Type)) else f"0 : {t}"
+
+
+def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
+    """The thread-level part of a promoted matmul group: `%wt{k}` is the matmul tiled to its workgroup, `%wp{k}_1`
+    its fill (fused into the workgroup forall)."""
+    any_op = "!transform.any_op"
+    k = g.index
+    tm_, tn_ = s.tile[0], s.tile[1]
+    ty, tx = s.threads[0], s.threads[1]
+    kt = s.promote_k
+    threads = ty * tx
+    nloops = len(s.tile)
+    red = nloops - 1
+    # The fill: each thread zeroes its own tile.
+    par_threads = ", ".join(str(t) for t in s.threads[:red])
+    emit(f"    %pf{k}, %pff{k} = transform.structured.tile_using_forall %wp{k}_1 num_threads [{par_threads}] "
+         f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+    ksz = ", ".join(str(kt) if i == red else "0" for i in range(nloops))
+    emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for %wt{k} tile_sizes [{ksz}] "
+         f": ({any_op}) -> ({any_op}, {any_op})")
+    emit(f'    transform.annotate %pkl{k} "{PROMOTED_K}" : {any_op}')
+    # Operand tiles become workgroup buffers filled by linalg.copy (the pad adds nothing: the tiles divide).
+    zeros = ", ".join(_zero(ir.ShapedType(v.type).element_type) for v in g.root.operands)
+    emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [{zeros}], "
+         f"padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+         f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
+    for i in range(2):
+        emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({any_op}) -> {any_op}")
+        emit(f"    %pb{k}_{i}, %pn{k}_{i} = transform.structured.bufferize_to_allocation %po{k}_{i} "
+             f"{{memory_space = #gpu.address_space<workgroup>, memcpy_op = \"linalg.copy\"}} : {any_op}")
+    emit(f'    %pcs{k} = transform.structured.match ops{{["linalg.copy"]}} in %pkl{k} : ({any_op}) -> {any_op}')
+    emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({any_op}) -> ({any_op}, {any_op})")
+    for i, (rows, cols) in enumerate(((tm_, kt), (kt, tn_))):
+        cy, cx = _copy_threads(rows, cols, threads)
+        emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
+             f"num_threads [{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        # One row at a time, so each thread's accesses are 1-d (4-wide) vectors.
+        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    transform.structured.vectorize %pcr{k}_{i} : {any_op}")
+        if rows // cy > 1:  # straight-line copies, so hoist_accumulators can prefetch them (see _prefetch)
+            emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {any_op}")
+    # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
+    nts = ", ".join(str(t) for t in s.threads)
+    emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{nts}] "
+         f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+    kts = ", ".join(str(t) for t in s.root_k_tile)
+    emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %tt{k} tile_sizes [{kts}] "
+         f": ({any_op}) -> ({any_op}, {any_op})")
+    row_dim, rows = s.root_row_unroll
+    body = f"%kt{k}"
+    if rows > 1:
+        rts = ", ".join("1" if i == row_dim else "0" for i in range(nloops))
+        emit(f"    %rt{k}, %rl{k} = transform.structured.tile_using_for %kt{k} tile_sizes [{rts}] "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    transform.loop.unroll %rl{k} {{factor = {rows}}} : {any_op}")
+        emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} : ({any_op}) -> {any_op}')
+        body = f"%ku{k}"
+    emit(f"    transform.apply_patterns to %tf{k} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+    emit(f"    transform.structured.vectorize {body} : {any_op}")
+    from .transform_script import register_accumulators  # (transform_script imports this module)
+
+    register_accumulators(emit, f"%tf{k}", f"%kl{k}")
+
+
+# ---- after outlining ----------------------------------------------------------------------------------------
+def _inside(op: ir.Operation, loop: ir.Operation) -> bool:
+    p = op.parent
+    while p is not None:
+        if p == loop:
+            return True
+        p = p.parent
+    return False
+
+
+def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        owner = owner.owner
+    return not (owner == loop or _inside(owner, loop))
+
+
+def hoist_accumulators(module: ir.Module) -> None:
+    """In each PROMOTED_K loop: output-tile reads at loop-invariant positions whose only other use of the memref in
+    the loop is the matching write at the end become loop-carried values (read before, written after the loop)."""
+    for loop in pop_marked(module.operation, "scf.for", PROMOTED_K):
+        loop = _hoist(loop)
+        # Its barriers publish and retire the workgroup tiles; the output tile is each thread's own.
+        for op in find_ops(loop, ("gpu.barrier",)):
+            op.attributes["address_spaces"] = ir.Attribute.parse("[#gpu.address_space<workgroup>]")
+        _prefetch(loop)
+
+
+def _hoist(loop: ir.Operation) -> ir.Operation:
+    body = loop.regions[0].blocks[0]
+    ops = [op.operation for op in body.operations]
+    writes = [op for op in ops if op.name == "vector.transfer_write"]
+    pairs = []
+    for r in ops:
+        if r.name != "vector.transfer_read" or not all(_defined_outside(v, loop) for v in r.operands):
+            continue
+        n = len(r.operands) - 2  # source, indices..., padding (no mask: the tiles divide)
+        same = [w for w in writes if len(w.operands) == n + 2 and w.operands[1] == r.operands[0]
+                and all(a == b for a, b in zip(list(w.operands)[2:], list(r.operands)[1:1 + n]))
+                and w.operands[0].type == r.results[0].type]
+        if len(same) == 1:
+            pairs.append((r, same[0]))
+    if not pairs:
+        return loop
+    mems = [r.operands[0] for r, _ in pairs]
+    # Nothing else in the loop may touch those buffers (the other pairs are disjoint rows of one thread's tile).
+    others = []
+
+    def check(op):
+        if not any(op == r or op == w for r, w in pairs) and any(v == m for v in op.operands for m in mems):
+            others.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for op in ops:
+        op.walk(check)
+    if others:
+        return loop
+    for r, _ in pairs:
+        r.move_before(loop)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2], [r.results[0] for r, _ in pairs])
+    nbody = new.body
+    body.arguments[0].replace_all_uses_with(nbody.arguments[0])
+    for i, (r, _) in enumerate(pairs):
+        for use in list(r.results[0].uses):
+            if _inside(use.owner, loop):
+                use.owner.operands[use.operand_number] = nbody.arguments[1 + i]
+    with ir.InsertionPoint(nbody), loop.location:
+        yield_op = scf.YieldOp([w.operands[0] for _, w in pairs])
+    for op in ops:
+        if op.name == "scf.yield" or any(op == r or op == w for r, w in pairs):
+            continue
+        op.move_before(yield_op.operation)
+    after = new.operation
+    for i, (_, w) in enumerate(pairs):
+        w.move_after(after)
+        w.operands[0] = new.results[i]
+        after = w
+    loop.erase()
+    return new.operation
+
+
+def _slice(op: ir.Operation, body_ops: list) -> list:
+    """The ops of `body_ops` that `op` depends on (index arithmetic), in body order."""
+    need = []
+    work = list(op.operands)
+    while work:
+        v = work.pop()
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            continue
+        if any(owner == o for o in body_ops) and not any(owner == o for o in need):
+            need.append(owner)
+            work.extend(owner.operands)
+    return [o for o in body_ops if any(o == n for n in need)]
+
+
+def _clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation) -> list:
+    """Clone `ops` (a dependency-ordered chain ending in a read) before `before`, reading `new_iv` for `iv`;
+    returns the clones."""
+    clones = []
+    for o in ops:
+        c = o.clone(ip=ir.InsertionPoint(before)).operation
+        c.replace_uses_of_with(iv, new_iv)
+        for src, dst in zip(ops, clones):
+            for a, b in zip(src.results, dst.results):
+                c.replace_uses_of_with(a, b)
+        clones.append(c)
+    return clones
+
+
+def _prefetch(loop: ir.Operation) -> None:
+    """Software-pipeline the staging: the global reads of step i+1 are issued right after step i's tiles are in
+    workgroup memory (their latency overlaps step i's math), carried in registers, and written at the top of
+    the next step. The barrier between the A and the B copy goes (nothing reads either tile before the last)."""
+    body = loop.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    iv = body.arguments[0]
+
+    def is_workgroup(v):
+        return "orkgroup" in str(v.type)
+
+    reads = [o for o in ops if o.name == "vector.transfer_read" and not is_workgroup(o.operands[0])
+             and _defined_outside(o.operands[0], loop)]
+    stores = []
+    for r in reads:
+        users = [u.owner.operation for u in r.results[0].uses]
+        if len(users) != 1 or users[0].name != "vector.transfer_write" or not is_workgroup(users[0].operands[1]) \
+                or not any(users[0] == o for o in ops):
+            return
+        stores.append(users[0])
+    barriers = [i for i, o in enumerate(ops) if o.name == "gpu.barrier"]
+    last_store = max(i for i, o in enumerate(ops) if any(o == st for st in stores)) if stores else -1
+    after = [i for i in barriers if i > last_store]
+    if not reads or not after:
+        return
+    sync = ops[after[0]]  # the barrier that publishes the tiles
+    # Barriers among the copies only order copies against each other: drop them.
+    for i in barriers:
+        if i < after[0]:
+            ops[i].erase()
+    ops = [o.operation for o in body.operations]
+    lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
+    n_acc = len(loop.results)
+    first = []
+    for r in reads:
+        first.append(_clone_with(_slice(r, ops) + [r], iv, lb, loop)[-1].results[0])
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + first)
+    nbody = new.body
+    niv = nbody.arguments[0]
+    iv.replace_all_uses_with(niv)
+    for i, a in enumerate(list(body.arguments)[1:]):
+        a.replace_all_uses_with(nbody.arguments[1 + i])
+    old_yield = ops[-1]
+    with ir.InsertionPoint(nbody), loop.location:
+        new_yield = scf.YieldOp(list(old_yield.operands))
+    for o in ops[:-1]:
+        o.move_before(new_yield.operation)
+    # Step i+1's reads, after the barrier: the last step re-reads its own tile (never past the end).
+    body_now = [o.operation for o in nbody.operations]
+    anchor = body_now[[i for i, o in enumerate(body_now) if o == sync][0] + 1]
+    with ir.InsertionPoint(anchor), loop.location:
+        nxt = arith.AddIOp(niv, step).result
+        last = arith.SubIOp(ub, step).result
+        nxt = arith.MinSIOp(nxt, last).result
+    next_vals = []
+    for r in reads:
+        next_vals.append(_clone_with(_slice(r, body_now) + [r], niv, nxt, anchor)[-1].results[0])
+    for i, (r, st) in enumerate(zip(reads, stores)):
+        st.replace_uses_of_with(r.results[0], nbody.arguments[1 + n_acc + i])
+    for r in reads:
+        r.erase()
+    with ir.InsertionPoint(new_yield.operation), loop.location:
+        scf.YieldOp(list(new_yield.operation.operands) + next_vals)
+    new_yield.operation.erase()
+    for i in range(n_acc):
+        loop.results[i].replace_all_uses_with(new.results[i])
+    loop.erase()
+
+
+__all__ = ["applies", "emit", "hoist_accumulators", "PROMOTED_K"]

@@ -1,0 +1,461 @@
+"""Rewrites of index-driven ONNX ops (cumulative sums and products, scatters, TopK, Compress, LpPool) into dense,
+parallel ONNX ops that torch-mlir lowers to plain linalg: Where, Equal, Reduce*, Gather(Elements), Conv.
+
+torch-mlir lowers CumSum to `tm_tensor.scan`, the scatters to `tm_tensor.scatter` and TopK to `tm_tensor.sort`;
+none of them has a linalg form the compiler takes, and CumProd, TensorScatter and some LpPool forms have no
+lowering at all. Shapes are static here, so each rewrite builds its masks and iotas at compile time:
+
+- CumSum / CumProd: a triangular [L, L] mask along the axis, Where(mask, x, identity) then ReduceSum/ReduceProd.
+- Scatter*: the run-time destination index of every update is compared with an iota of the destination rows
+  (one-hot mask); 'none' takes the last update that hits a row (Gather), the reductions reduce over the mask.
+- TopK: the rank of every element from pairwise comparisons (ties: lower index first), then a one-hot select.
+- Compress: a constant condition becomes a Gather with constant indices.
+- LpPool: |x|^p summed over the window by a Conv with a ones kernel, then ^(1/p).
+
+Every mask is bounded by MAX_MASK elements; a larger one raises UnsupportedOp naming its size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .onnx_decompose import Builder, rewrite
+
+MAX_MASK = 1 << 26  # elements of the biggest mask (or masked intermediate) a rewrite may build
+
+_BOOL, _INT32, _INT64, _BF16 = 9, 6, 7, 16  # onnx.TensorProto element types
+_FLOATS = {1, 10, 11, 16}  # float32, float16, float64, bfloat16
+_NARROW = {9, 2, 3}  # bool, uint8, int8: not every Reduce* op takes them
+_UINT16, _INT16 = 4, 5
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _check_size(b: Builder, shape, what: str) -> None:
+    n = int(np.prod(shape, dtype=np.int64))
+    if n > MAX_MASK:
+        dims = "x".join(str(int(d)) for d in shape)
+        b.fail(f"this rewrite would build a {dims} {what} ({n} elements), over its limit of {MAX_MASK} (2^26) "
+                 f"elements")
+
+
+def _norm_axis(b: Builder, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        b.fail(f"axis {axis} is out of range for a rank-{rank} input")
+    return axis + rank if axis < 0 else axis
+
+
+def _opset(b: Builder) -> int:
+    return next((o.version for o in b.m.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _with_axes(b: Builder, op: str, x: str, axes, since: int, **attrs) -> str:
+    """`op` over `axes`, passed as an input from opset `since` on and as an attribute before it."""
+    axes = [int(a) for a in axes]
+    if _opset(b) >= since:
+        return b.op(op, [x, b.constant(np.array(axes, np.int64), "axes")], **attrs)
+    return b.op(op, [x], axes=axes, **attrs)
+
+
+def _unsqueeze(b: Builder, x: str, axes) -> str:
+    return _with_axes(b, "Unsqueeze", x, axes, 13)
+
+
+def _squeeze(b: Builder, x: str, axes) -> str:
+    return _with_axes(b, "Squeeze", x, axes, 13)
+
+
+_AXES_AS_INPUT_SINCE = {"ReduceSum": 13, "ReduceProd": 18, "ReduceMax": 18, "ReduceMin": 18}
+
+
+def _reduce(b: Builder, op: str, x: str, axes, keepdims: int = 0) -> str:
+    return _with_axes(b, op, x, axes, _AXES_AS_INPUT_SINCE[op], keepdims=keepdims)
+
+
+def _reshape(b: Builder, x: str, shape, have=None) -> str:
+    if have is not None and tuple(have) == tuple(shape):
+        return x
+    return b.op("Reshape", [x, b.constant(np.array(shape, np.int64), "shape")])
+
+
+def _transpose(b: Builder, x: str, perm) -> str:
+    if list(perm) == sorted(perm):
+        return x
+    return b.op("Transpose", [x], perm=[int(p) for p in perm])
+
+
+def _typed_const(b: Builder, value, elem_type: int, hint: str = "const") -> str:
+    """A constant of ONNX element type `elem_type` (bfloat16 has no numpy dtype: made in float32 and cast)."""
+    if elem_type == _BF16:
+        return b.op("Cast", [b.constant(np.asarray(value, np.float32), hint)], to=_BF16)
+    from onnx import helper
+
+    return b.constant(np.asarray(value, helper.tensor_dtype_to_np_dtype(elem_type)), hint)
+
+
+def _identity(op: str, elem_type: int):
+    """The neutral element of a reduction `op` ('add', 'mul', 'max', 'min') in `elem_type`."""
+    if op == "add":
+        return 0
+    if op == "mul":
+        return 1
+    if elem_type in _FLOATS:
+        return -np.inf if op == "max" else np.inf
+    from onnx import helper
+
+    info = np.iinfo(helper.tensor_dtype_to_np_dtype(elem_type))
+    return info.min if op == "max" else info.max
+
+
+def _elem_type(b: Builder, name: str) -> int:
+    t = b.elem_type(name)
+    if t is None:
+        b.fail(f"the element type of '{name}' is not known")
+    return t
+
+
+def _const_int(b: Builder, name: str, what: str) -> np.ndarray:
+    value = b.const(name)
+    if value is None:
+        b.fail(f"its {what} ('{name}') is computed at run time; portable compiles per shape and needs it as a "
+                 f"constant: pass it in input_values= to fold it")
+    return np.asarray(value).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------- CumSum, CumProd
+@rewrite("CumSum", "CumProd")
+def _cumulative(node, b: Builder) -> bool:
+    """out[..., i, ...] = reduce over j of x[..., j, ...] where mask[i, j]; the mask is the (strict, for
+    `exclusive`) lower triangle, or the upper one for `reverse`."""
+    x, out = node.input[0], node.output[0]
+    shape = b.static_shape(x)
+    if len(shape) == 0:
+        b.fail("the input is a scalar: the op needs a rank >= 1 input")
+    axis = _norm_axis(b, int(_const_int(b, node.input[1], "axis").reshape(-1)[0]), len(shape))
+    if 0 in shape:
+        b.op("Identity", [x], [out])
+        return True
+    length, trailing = shape[axis], (1,) * (len(shape) - axis - 1)
+    _check_size(b, shape[:axis] + (length,) + shape[axis:], "masked copy of the input")
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    reverse, exclusive = b.attr("reverse", 0), b.attr("exclusive", 0)
+    if reverse:
+        keep = j > i if exclusive else j >= i
+    else:
+        keep = j < i if exclusive else j <= i
+    mask = b.constant(keep.reshape((length, length) + trailing), "mask")
+    is_sum = node.op_type == "CumSum"
+    neutral = _typed_const(b, 0 if is_sum else 1, _elem_type(b, x), "neutral")
+    # x with a new axis for i in front of its axis (now j): [..., 1, L_j, ...] against the mask's [L_i, L_j].
+    masked = b.op("Where", [mask, _unsqueeze(b, x, [axis]), neutral])
+    b.op("Identity", [_reduce(b, "ReduceSum" if is_sum else "ReduceProd", masked, [axis + 1])], [out])
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ TopK
+@rewrite("TopK")
+def _top_k(node, b: Builder) -> bool:
+    """Rank every element along the axis by how many elements come before it (larger, or smaller for
+    largest=0; an equal one with a lower index; NaN counts as the largest value, as in onnx's reference), then
+    pick the element of rank r for r < k. The result is sorted whatever `sorted` says (the spec allows it)."""
+    x = node.input[0]
+    shape = b.static_shape(x)
+    rank = len(shape)
+    if rank == 0:
+        b.fail("the input is a scalar: TopK needs a rank >= 1 input")
+    axis = _norm_axis(b, int(b.attr("axis", -1)), rank)
+    if len(node.input) < 2 or not node.input[1]:
+        b.fail("TopK-1 with k as an attribute is not supported (the model is older than opset 10)")
+    k = int(_const_int(b, node.input[1], "K").reshape(-1)[0])
+    length, trailing = shape[axis], (1,) * (rank - axis - 1)
+    if not 0 <= k <= length:
+        b.fail(f"K={k} is out of range for an axis of length {length}")
+    values_out, indices_out = node.output[0], node.output[1] if len(node.output) > 1 else ""
+    if k == 0 or 0 in shape:
+        b.fail("a zero-size result (K=0 or an empty input) is not supported")
+    _check_size(b, shape[:axis] + (length,) + shape[axis:], "pairwise comparison")
+    x_i = _unsqueeze(b, x, [axis + 1])  # [..., L_i, 1, ...]
+    x_j = _unsqueeze(b, x, [axis])  # [..., 1, L_j, ...]
+    first = b.op("Greater" if b.attr("largest", 1) else "Less", [x_j, x_i])
+    same = b.op("Equal", [x_j, x_i])
+    if _elem_type(b, x) in _FLOATS:
+        nan_i, nan_j = b.op("IsNaN", [x_i]), b.op("IsNaN", [x_j])
+        bigger, smaller = (nan_j, nan_i) if b.attr("largest", 1) else (nan_i, nan_j)
+        first = b.op("Or", [first, b.op("And", [bigger, b.op("Not", [smaller])])])
+        same = b.op("Or", [same, b.op("And", [nan_i, nan_j])])
+    lower = np.arange(length)[None, :] < np.arange(length)[:, None]  # [i, j]: j < i
+    tie = b.op("And", [same, b.constant(lower.reshape((length, length) + trailing), "lower")])
+    before = b.op("Cast", [b.op("Or", [first, tie])], to=_INT64)
+    ranks = _reduce(b, "ReduceSum", before, [axis + 1])  # [..., L_i, ...]: a permutation of 0..L-1
+    r_iota = b.constant(np.arange(k, dtype=np.int64).reshape((k, 1) + trailing), "ranks")
+    picked = b.op("Equal", [_unsqueeze(b, ranks, [axis]), r_iota])  # [..., k, L_i, ...]
+    i_iota = b.constant(np.arange(length, dtype=np.int64).reshape((length,) + trailing), "iota")
+    zero = b.constant(np.array(0, np.int64), "zero")
+    where = b.op("Where", [picked, i_iota, zero])
+    indices = _reduce(b, "ReduceSum", where, [axis + 1])  # [..., k, ...]
+    if indices_out:
+        b.op("Identity", [indices], [indices_out])
+    if values_out:
+        b.op("GatherElements", [x, indices], [values_out], axis=axis)
+    return True
+
+
+# -------------------------------------------------------------------------------------------- Compress
+@rewrite("Compress")
+def _compress(node, b: Builder) -> bool:
+    x, out = node.input[0], node.output[0]
+    cond = b.const(node.input[1])
+    if cond is None:
+        b.fail(f"its condition '{node.input[1]}' is computed at run time, so the output shape depends on input "
+                 f"values (data-dependent shape); portable compiles per shape: pass the condition in "
+                 f"input_values= to fold it")
+    shape = b.static_shape(x)
+    axis = b.attr("axis")
+    if axis is None:
+        length = int(np.prod(shape, dtype=np.int64))
+    else:
+        axis = _norm_axis(b, int(axis), len(shape))
+        length = shape[axis]
+    cond = np.asarray(cond).reshape(-1).astype(bool)
+    if cond[length:].any():
+        b.fail(f"the condition selects index {int(np.nonzero(cond)[0][-1])}, past the length {length} it applies to")
+    picked = np.nonzero(cond[:length])[0].astype(np.int64)
+    if picked.size == 0:
+        b.fail("the condition selects nothing: a zero-size result is not supported")
+    src = _reshape(b, x, [-1]) if axis is None else x
+    b.op("Gather", [src, b.constant(picked, "picked")], [out], axis=0 if axis is None else axis)
+    # Inference cannot size a Compress output even for a constant condition: rewrites after this one need it.
+    b.set_shape(out, (picked.size,) if axis is None else shape[:axis] + (picked.size,) + shape[axis + 1:])
+    return True
+
+
+# -------------------------------------------------------------------------------------------- scatters
+def _scatter_rows(b: Builder, data: str, rows: int, width: int, updates: str, count: int, dest: str,
+                  dest_width: int, reduction: str, elem_type: int) -> str:
+    """The core of every scatter, on 2-D values: data [rows, width], updates [count, width], dest [count,
+    dest_width] (int64; dest_width 1 or width, broadcast) holds the row of data each update goes to (one outside
+    [0, rows) goes nowhere). Returns the [rows, width] result."""
+    reduce_op = {"add": "ReduceSum", "mul": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin"}
+    if reduction != "none" and reduction not in reduce_op:
+        b.fail(f"reduction '{reduction}' is not one of none, add, mul, max, min")
+    _check_size(b, (count, rows, dest_width if reduction == "none" else width), "scatter mask")
+    row_iota = b.constant(np.arange(rows, dtype=np.int64).reshape(rows, 1), "rows")
+    hits = b.op("Equal", [_unsqueeze(b, dest, [1]), row_iota])  # [count, rows, dest_width]
+    if reduction == "none":
+        # Duplicate destinations are undefined by the spec: the last update wins, as in a sequential loop.
+        upd_iota = b.constant(np.arange(count, dtype=np.int64).reshape(count, 1, 1), "updates")
+        none = b.constant(np.array(-1, np.int64), "none")
+        last = _reduce(b, "ReduceMax", b.op("Where", [hits, upd_iota, none]), [0])  # [rows, dest_width]
+        written = b.op("Greater", [last, none])
+        safe = b.op("Where", [written, last, b.constant(np.array(0, np.int64), "zero")])
+        if dest_width == 1:
+            values = b.op("Gather", [updates, _squeeze(b, safe, [1])], axis=0)
+        else:
+            values = b.op("GatherElements", [updates, safe], axis=0)
+        return b.op("Where", [written, values, data])
+    if elem_type in (_INT16, _UINT16):
+        b.fail(f"reduction '{reduction}' on 16-bit integers is not supported (ONNX's Reduce* ops do not take "
+                 f"them and torch-mlir's Cast has no lowering back to them)")
+    if elem_type in _NARROW:
+        # Not every Reduce* op takes bool or 8-bit integers: reduce in int32 and cast back (for bool, add is or and
+        # mul is and; for the others the cast wraps as their own arithmetic would).
+        data = b.op("Cast", [data], to=_INT32)
+        updates = b.op("Cast", [updates], to=_INT32)
+        result = _scatter_rows(b, data, rows, width, updates, count, dest, dest_width, reduction, _INT32)
+        return b.op("Cast", [result], to=elem_type)
+    neutral = _typed_const(b, _identity(reduction, elem_type), elem_type, "neutral")
+    masked = b.op("Where", [hits, _unsqueeze(b, updates, [1]), neutral])  # [count, rows, width]
+    reduced = _reduce(b, reduce_op[reduction], masked, [0])
+    combine = {"add": "Add", "mul": "Mul", "max": "Max", "min": "Min"}[reduction]
+    return b.op(combine, [data, reduced])
+
+
+def _scatter_along_axis(b: Builder, data: str, dshape: tuple, dest: str, updates: str, ushape: tuple, axis: int,
+                        reduction: str, out: str) -> None:
+    """ScatterElements with `dest` (int64, shape `ushape`, already in [0, dshape[axis]) or past it for 'no
+    write'): the axis is moved to the front and the other dimensions flattened, so the mask is
+    [updates along axis, data along axis, rest] instead of [all updates, all data]."""
+    rank = len(dshape)
+    short = [(0, d - u) if i != axis else (0, 0) for i, (d, u) in enumerate(zip(dshape, ushape))]
+    if any(p for _, p in short):
+        # Updates smaller than the data off the axis: pad them to the data's shape with destinations that
+        # match no row, so the rest of the data lines up with the rest of the updates.
+        pads = b.constant(np.array([0] * rank + [p for _, p in short], np.int64), "pads")
+        dest = b.op("Pad", [dest, pads, b.constant(np.array(dshape[axis], np.int64), "nowhere")])
+        updates = b.op("Pad", [updates, pads])
+        ushape = tuple(d if i != axis else u for i, (d, u) in enumerate(zip(dshape, ushape)))
+    perm = [axis] + [i for i in range(rank) if i != axis]
+    rows, count = dshape[axis], ushape[axis]
+    width = int(np.prod([dshape[i] for i in perm[1:]], dtype=np.int64))
+    moved = [dshape[i] for i in perm]
+
+    def flat(name: str, shape: tuple, lead: int) -> str:
+        return _reshape(b, _transpose(b, name, perm), [lead, width], [shape[i] for i in perm])
+
+    result = _scatter_rows(b, flat(data, dshape, rows), rows, width, flat(updates, ushape, count), count,
+                           flat(dest, ushape, count), width, reduction, _elem_type(b, data))
+    result = _reshape(b, result, moved, [rows, width])
+    b.op("Identity", [_transpose(b, result, np.argsort(perm))], [out])
+
+
+def _wrap_negative(b: Builder, index: str, size) -> str:
+    """Negative indices count from the end: index + size where index < 0 (`size` a constant name)."""
+    zero = b.constant(np.array(0, np.int64), "zero")
+    return b.op("Where", [b.op("Less", [index, zero]), b.op("Add", [index, size]), index])
+
+
+@rewrite("ScatterElements", "Scatter")
+def _scatter_elements(node, b: Builder) -> bool:
+    data, indices, updates = node.input[:3]
+    out = node.output[0]
+    dshape, ishape = b.static_shape(data), b.static_shape(indices)
+    if len(dshape) == 0:
+        b.fail("the data is a scalar: the op needs a rank >= 1 input")
+    axis = _norm_axis(b, int(b.attr("axis", 0)), len(dshape))
+    if 0 in ishape or 0 in dshape:
+        b.op("Identity", [data], [out])
+        return True
+    dest = indices if _elem_type(b, indices) == _INT64 else b.op("Cast", [indices], to=_INT64)
+    dest = _wrap_negative(b, dest, b.constant(np.array(dshape[axis], np.int64), "size"))
+    reduction = b.attr("reduction", b"none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    _scatter_along_axis(b, data, dshape, dest, updates, ishape, axis, reduction, out)
+    return True
+
+
+@rewrite("ScatterND")
+def _scatter_nd(node, b: Builder) -> bool:
+    """Each k-tuple of `indices` names a row of data seen as [prod(shape[:k]), prod(shape[k:])]."""
+    data, indices, updates = node.input[:3]
+    out = node.output[0]
+    dshape, ishape = b.static_shape(data), b.static_shape(indices)
+    if len(ishape) == 0:
+        b.fail("the indices are a scalar: ScatterND needs rank >= 1 indices")
+    k = ishape[-1]
+    if k > len(dshape):
+        b.fail(f"index tuples of length {k} do not fit rank-{len(dshape)} data")
+    count = int(np.prod(ishape[:-1], dtype=np.int64))
+    rows = int(np.prod(dshape[:k], dtype=np.int64))
+    width = int(np.prod(dshape[k:], dtype=np.int64))
+    if count == 0 or 0 in dshape:
+        b.op("Identity", [data], [out])
+        return True
+    reduction = b.attr("reduction", b"none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if k == 0:
+        dest = b.constant(np.zeros((count, 1), np.int64), "dest")
+    else:
+        tuples = _reshape(b, indices, [count, k], ishape)
+        tuples = _wrap_negative(b, tuples, b.constant(np.array([dshape[:k]], np.int64), "sizes"))
+        strides = np.cumprod((dshape[1:k] + (1,))[::-1])[::-1].astype(np.int64)
+        linear = b.op("Mul", [tuples, b.constant(strides.reshape(1, k), "strides")])
+        dest = _reduce(b, "ReduceSum", linear, [1], keepdims=1)  # [count, 1]
+    result = _scatter_rows(b, _reshape(b, data, [rows, width], dshape), rows, width,
+                           _reshape(b, updates, [count, width], b.static_shape(updates)), count, dest, 1,
+                           reduction, _elem_type(b, data))
+    b.op("Reshape", [result, b.constant(np.array(dshape, np.int64), "shape")], [out])
+    return True
+
+
+@rewrite("TensorScatter")
+def _tensor_scatter(node, b: Builder) -> bool:
+    """present = past with update[b, ..., s, ...] written at sequence position write_indices[b] + s (modulo the
+    cache length in 'circular' mode): a ScatterElements along the sequence axis with computed indices."""
+    past, update = node.input[:2]
+    write = node.input[2] if len(node.input) > 2 else ""
+    out = node.output[0]
+    pshape, ushape = b.static_shape(past), b.static_shape(update)
+    rank = len(pshape)
+    if rank < 2:
+        b.fail("the cache needs a batch and a sequence axis (rank >= 2)")
+    axis = _norm_axis(b, int(b.attr("axis", -2)), rank)
+    if axis == 0:
+        b.fail("axis 0 is the batch axis; the sequence axis must be another one")
+    if len(ushape) != rank or any(p != u for i, (p, u) in enumerate(zip(pshape, ushape)) if i != axis) \
+            or ushape[axis] > pshape[axis]:
+        b.fail(f"update shape {ushape} does not fit cache shape {pshape} along axis {axis}")
+    mode = b.attr("mode", b"linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("linear", "circular"):
+        b.fail(f"mode '{mode}' is not one of linear, circular")
+    if 0 in ushape:
+        b.op("Identity", [past], [out])
+        return True
+    seq = ushape[axis]
+    positions = np.arange(seq, dtype=np.int64).reshape((1,) * axis + (seq,) + (1,) * (rank - axis - 1))
+    dest = b.constant(positions, "positions")
+    if write:
+        starts = _reshape(b, write, [pshape[0]] + [1] * (rank - 1))
+        if _elem_type(b, write) != _INT64:
+            starts = b.op("Cast", [starts], to=_INT64)
+        dest = b.op("Add", [starts, dest])
+    if mode == "circular":
+        dest = b.op("Mod", [dest, b.constant(np.array(pshape[axis], np.int64), "length")])
+    dest = b.op("Expand", [dest, b.constant(np.array(ushape, np.int64), "shape")])
+    _scatter_along_axis(b, past, pshape, dest, update, ushape, axis, "none", out)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- LpPool
+def _pool_pads(b: Builder, spatial_in, spatial_out, kernel, strides, dilations) -> list[int]:
+    """Begin and end pads (onnx order) that make a floor-mode Conv produce the inferred output size: auto_pad
+    and ceil_mode only change the output size and the begin pads; end pads follow from the size."""
+    n = len(kernel)
+    auto_pad = b.attr("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    pads = list(b.attr("pads", [0] * (2 * n)))
+    begin, end = [], []
+    for i in range(n):
+        span = dilations[i] * (kernel[i] - 1) + 1
+        needed = (spatial_out[i] - 1) * strides[i] + span - spatial_in[i]  # total pad the last window reaches
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = max(needed, 0)
+            lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        elif auto_pad == "VALID":
+            lo = 0
+        elif auto_pad == "NOTSET":
+            lo = int(pads[i])
+        else:
+            b.fail(f"auto_pad '{auto_pad}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+        begin.append(lo)
+        end.append(max(needed - lo, 0))
+    return begin + end
+
+
+@rewrite("LpPool")
+def _lp_pool(node, b: Builder) -> bool:
+    x, out = node.input[0], node.output[0]
+    shape, oshape = b.static_shape(x), b.static_shape(out)
+    kernel = [int(k) for k in b.attr("kernel_shape", [])]
+    n = len(kernel)
+    if n == 0 or len(shape) != n + 2 or len(oshape) != n + 2:
+        b.fail(f"kernel_shape {kernel} does not match an input of shape {shape}")
+    strides = [int(s) for s in b.attr("strides", [1] * n)]
+    dilations = [int(d) for d in b.attr("dilations", [1] * n)]
+    p = b.attr("p", 2)
+    if float(p) <= 0:
+        b.fail(f"p={p} must be positive")
+    elem_type = _elem_type(b, x)
+    pads = _pool_pads(b, shape[2:], oshape[2:], kernel, strides, dilations)
+    if p == 1:
+        powered = b.op("Abs", [x])
+    elif p == 2:
+        powered = b.op("Mul", [x, x])
+    else:
+        powered = b.op("Pow", [b.op("Abs", [x]), _typed_const(b, float(p), elem_type, "p")])
+    # Sum each window with a ones kernel: padding is zeros, which add nothing to an Lp sum. Batch and channels
+    # are folded into one batch of single-channel images (torch-mlir has no grouped 3-D convolution).
+    images = [shape[0] * shape[1], 1] + list(shape[2:])
+    ones = _typed_const(b, np.ones([1, 1] + kernel), elem_type, "window")
+    summed = b.op("Conv", [_reshape(b, powered, images), ones], kernel_shape=kernel, strides=strides,
+                  dilations=dilations, pads=pads)
+    if p == 2:
+        summed = b.op("Sqrt", [summed])
+    elif p != 1:
+        summed = b.op("Pow", [summed, _typed_const(b, 1.0 / float(p), elem_type, "root")])
+    b.op("Reshape", [summed, b.constant(np.array(oshape, np.int64), "shape")], [out])
+    return True
+
+
+__all__ = ["MAX_MASK"]

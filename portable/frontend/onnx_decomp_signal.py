@@ -1,0 +1,724 @@
+"""Rewrites of the resampling and signal ops (Resize, GridSample, DFT, STFT, MelWeightMatrix) into ONNX ops that
+torch-mlir lowers to plain linalg (Gather, GatherElements, MatMul, elementwise ops, ReduceSum).
+
+Resize is separable: per resized axis, the output is a fixed linear map of the input along that axis, so its
+taps and weights are computed here with numpy (float64, following the ONNX spec) and applied on the device as
+a Gather (nearest), a MatMul with an [out, in] matrix (small axes) or a Gather of the taps + weighted sum.
+GridSample's sampling positions come from a run-time grid: they are computed on the device, and the corner
+values are gathered from the flattened input. DFT and STFT are MatMuls with compile-time cos/sin matrices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedOp
+from .onnx_decompose import Builder, rewrite
+
+# An axis whose [out, in] resize matrix has at most this many entries is applied as one MatMul; larger ones
+# gather their few taps instead (a 2x linear upsample of a 512-wide axis is 2 taps, not a 1024x512 matrix).
+DENSE_RESIZE_LIMIT = 4096
+# A nearest resize of contiguous axes is one Gather on those axes flattened, while its index table is this small.
+FLAT_GATHER_LIMIT = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _fail(node, why: str) -> UnsupportedOp:
+    return UnsupportedOp(f"node '{node.name}' (op {node.op_type}): {why}")
+
+
+def _opset(b: Builder) -> int:
+    return next((o.version for o in b.m.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _input(node, i: int) -> str:
+    """Name of optional input i, '' when absent."""
+    return node.input[i] if len(node.input) > i else ""
+
+
+def _const_input(node, b: Builder, i: int, what: str) -> np.ndarray | None:
+    """Value of optional input i (None when absent); raises when it is only known at run time."""
+    name = _input(node, i)
+    if not name:
+        return None
+    value = b.const(name)
+    if value is None:
+        raise _fail(node, f"its {what} input '{name}' is computed at run time; portable compiles per shape and "
+                          f"needs it constant (pass it in input_values= to fold it)")
+    return value
+
+
+def _static_shape(node, b: Builder, name: str) -> tuple:
+    shape = b.shape(name)
+    if shape is None:
+        raise _fail(node, f"the shape of '{name}' is not static")
+    return shape
+
+
+def _reshape(b: Builder, x: str, shape) -> str:
+    return b.op("Reshape", [x, b.constant(np.array(shape, np.int64), "shape")])
+
+
+def _reduce_sum(b: Builder, x: str, axis: int, keepdims: int = 0) -> str:
+    if _opset(b) >= 13:
+        return b.op("ReduceSum", [x, b.constant(np.array([axis], np.int64), "axes")], keepdims=keepdims)
+    return b.op("ReduceSum", [x], axes=[axis], keepdims=keepdims)
+
+
+def _cast(b: Builder, x: str, to_np, from_np) -> str:
+    from onnx import helper
+
+    if np.dtype(to_np) == np.dtype(from_np):
+        return x
+    return b.op("Cast", [x], to=helper.np_dtype_to_tensor_dtype(np.dtype(to_np)))
+
+
+def _is_float(dt: np.dtype | None) -> bool:
+    return dt is not None and (dt.kind == "f" or dt.name == "bfloat16")  # ml_dtypes' bfloat16 has kind 'V'
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    """Float type to interpolate values of type `dt` in: float32 unless they are float64."""
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+
+
+def _from_compute(b: Builder, y: str, compute: np.dtype, out: np.dtype) -> str:
+    """Back from the compute type to the op's type: integers are rounded (half to even) and saturated, as the
+    reference's saturate_cast does."""
+    if out.kind in "iu":
+        info = np.iinfo(out)
+        low, high = b.constant(np.array(info.min, compute), "min"), b.constant(np.array(info.max, compute), "max")
+        y = b.op("Clip", [b.op("Round", [y]), low, high])
+    return _cast(b, y, out, compute)
+
+
+def _finish(b: Builder, node, y: str) -> bool:
+    b.op("Identity", [y], [node.output[0]])
+    return True
+
+
+# ----------------------------------------------------------------------------------------------- Resize
+class _Axis:
+    """How one axis is resized: input and output length, the scale the coordinates use, the roi."""
+
+    def __init__(self, length: int, out: int, scale: float, roi: tuple):
+        self.length, self.out, self.scale, self.roi = length, out, scale, roi
+
+
+def _resize_inputs(node, b: Builder, ctm: str) -> tuple:
+    """(roi, scales, sizes), each None when absent or empty; roi only for tf_crop_and_resize, which alone uses it."""
+    roi = _const_input(node, b, 1, "roi") if ctm == "tf_crop_and_resize" else None
+    scales, sizes = _const_input(node, b, 2, "scales"), _const_input(node, b, 3, "sizes")
+    return tuple(None if v is not None and v.size == 0 else v for v in (roi, scales, sizes))
+
+
+def _resize_axes(node, b: Builder, inputs: tuple, shape: tuple, out_shape: tuple) -> dict[int, _Axis]:
+    """The resized axes (axis -> _Axis) from scales or sizes, `axes` and keep_aspect_ratio_policy."""
+    rank = len(shape)
+    axes = [a + rank if a < 0 else a for a in (b.attr("axes") or range(rank))]
+    roi, scales, sizes = inputs
+    if (scales is None) == (sizes is None):
+        raise _fail(node, "exactly one of scales and sizes must be given")
+    given = scales if scales is not None else sizes
+    if given.size != len(axes):
+        raise _fail(node, f"it has {given.size} scales/sizes for {len(axes)} axes")
+    if roi is not None and roi.size != 2 * len(axes):
+        raise _fail(node, f"its roi has {roi.size} values, expected {2 * len(axes)}")
+    if scales is not None:
+        scale = {a: float(s) for a, s in zip(axes, scales.astype(np.float64))}
+    else:
+        scale = {a: int(s) / shape[a] for a, s in zip(axes, sizes)}
+        policy = b.attr("keep_aspect_ratio_policy", b"stretch").decode()
+        if policy != "stretch":
+            pick = {"not_larger": min, "not_smaller": max}.get(policy)
+            if pick is None:
+                raise _fail(node, f"unknown keep_aspect_ratio_policy '{policy}'")
+            s = pick(scale.values())
+            scale = {a: s for a in axes}
+    out = {}
+    for i, a in enumerate(axes):
+        # roi values stay numpy scalars of roi's type: the reference computes their differences in that type,
+        # which decides whether a border output lands just inside or outside the input.
+        span = (roi[i], roi[i + len(axes)]) if roi is not None else (0.0, 1.0)
+        if scale[a] <= 0:
+            raise _fail(node, f"scale {scale[a]} of axis {a} is not positive")
+        if out_shape[a] == shape[a] and math.isclose(scale[a], 1.0) and span == (0.0, 1.0):
+            continue  # identity along this axis
+        out[a] = _Axis(shape[a], out_shape[a], scale[a], span)
+    return out
+
+
+def _source_coords(ax: _Axis, ctm: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """x_original for every output index (float64), and for tf_crop_and_resize which ones fall outside."""
+    o = np.arange(ax.out, dtype=np.float64)
+    n, s = ax.length, ax.scale
+    width = s * n  # the output length before rounding: align_corners and tf_crop_and_resize use it
+    if ctm == "half_pixel":
+        return (o + 0.5) / s - 0.5, None
+    if ctm == "half_pixel_symmetric":
+        offset = n / 2 * (1 - ax.out / width)
+        return offset + (o + 0.5) / s - 0.5, None
+    if ctm == "pytorch_half_pixel":
+        # The spec (and onnxruntime, PyTorch) sample index 0 when the output has length 1.
+        return ((o + 0.5) / s - 0.5) if ax.out > 1 else np.zeros_like(o), None
+    if ctm == "align_corners":
+        return (o * (n - 1) / (width - 1)) if width != 1 else np.zeros_like(o), None
+    if ctm == "asymmetric":
+        return o / s, None
+    if ctm == "tf_crop_and_resize":
+        start, end = ax.roi
+        if width != 1:
+            x = o * (end - start) * (n - 1) / (width - 1)
+        else:
+            x = np.full_like(o, (end - start) * (n - 1) / 2)
+        x = x + start * (n - 1)
+        return x, (x < 0) | (x > n - 1)
+    raise ValueError(ctm)
+
+
+def _keys(a: float):
+    """Keys' cubic convolution kernel with coefficient a."""
+    def kernel(t: np.ndarray) -> np.ndarray:
+        t = np.abs(t)
+        near = ((a + 2) * t - (a + 3)) * t * t + 1
+        far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+        return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+    return kernel
+
+
+def _linear_kernel(t: np.ndarray) -> np.ndarray:
+    return np.clip(1 - np.abs(t), 0, 1)
+
+
+def _nearest_taps(x: np.ndarray, nearest_mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two neighbours floor/ceil of x and which one nearest_mode picks, as one-hot weights."""
+    lo = np.floor(x)
+    frac = x - lo
+    pick_hi = {"round_prefer_floor": frac > 0.5, "round_prefer_ceil": frac >= 0.5,
+               "floor": np.zeros_like(x, bool), "ceil": frac > 0}.get(nearest_mode)
+    if pick_hi is None:
+        raise ValueError(nearest_mode)
+    idx = np.stack([lo, lo + 1], axis=1)
+    return idx, np.stack([~pick_hi, pick_hi], axis=1).astype(np.float64)
+
+
+def _interp_taps(x: np.ndarray, ax: _Axis, mode: str, cubic_a: float, antialias: bool):
+    """Input indices [out, n] and weights [out, n] of linear/cubic interpolation at x. Antialiasing (when
+    downscaling) stretches the kernel by 1/scale, so more taps contribute, and renormalizes the weights."""
+    kernel, support = (_linear_kernel, 1) if mode == "linear" else (_keys(cubic_a), 2)
+    stretch = min(ax.scale, 1.0) if antialias else 1.0
+    start = int(np.floor(-support / stretch)) + 1  # first tap relative to the pixel left of x
+    count = 2 - 2 * start
+    # The pixel left of x, with an integer x counting as the right end of its interval (taps [x-1, x] for
+    # linear): the ONNX reference's convention, which matters for which edge pixels a clamp repeats.
+    left = np.ceil(x) - 1
+    idx = left[:, None] + start + np.arange(count)[None, :]
+    w = kernel((idx - x[:, None]) * stretch)
+    if antialias:
+        w = w / w.sum(axis=1, keepdims=True)
+    return idx, w
+
+
+def _axis_taps(ax: _Axis, attrs: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(indices [out, n] within the input, weights [out, n], outside mask [out] or None) for one axis."""
+    x, outside = _source_coords(ax, attrs["ctm"])
+    if attrs["mode"] == "nearest":
+        idx, w = _nearest_taps(x, attrs["nearest_mode"])
+    else:
+        idx, w = _interp_taps(x, ax, attrs["mode"], attrs["cubic_a"], attrs["antialias"])
+    if attrs["exclude_outside"]:
+        w = np.where((idx < 0) | (idx >= ax.length), 0.0, w)
+        total = w.sum(axis=1, keepdims=True)
+        w = w / np.where(total == 0, 1.0, total)
+    idx = np.clip(idx, 0, ax.length - 1).astype(np.int64)  # edge padding
+    if outside is not None:
+        w = np.where(outside[:, None], 0.0, w)
+        outside = outside if outside.any() else None
+    return idx, w, outside
+
+
+def _as_gather(idx: np.ndarray, w: np.ndarray, outside: np.ndarray | None) -> np.ndarray | None:
+    """The one input index each output reads, when every output copies one input value (nearest), else None."""
+    ones = np.isclose(w, 1.0)
+    if not np.all((ones | (w == 0)).sum(axis=1) == w.shape[1]):
+        return None
+    picked = ones.sum(axis=1)
+    if not np.all((picked == 1) | ((picked == 0) & (outside if outside is not None else False))):
+        return None
+    return idx[np.arange(len(idx)), np.argmax(ones, axis=1)]
+
+
+def _resize_attrs(b: Builder) -> dict:
+    return {
+        "mode": b.attr("mode", b"nearest").decode(),
+        "ctm": b.attr("coordinate_transformation_mode", b"half_pixel").decode(),
+        "nearest_mode": b.attr("nearest_mode", b"round_prefer_floor").decode(),
+        "cubic_a": float(b.attr("cubic_coeff_a", -0.75)),
+        "exclude_outside": bool(b.attr("exclude_outside", 0)),
+        "antialias": bool(b.attr("antialias", 0)),
+        "extrapolation_value": float(b.attr("extrapolation_value", 0.0)),
+        "policy": b.attr("keep_aspect_ratio_policy", b"stretch").decode(),
+        "has_axes": b.attr("axes") is not None,
+    }
+
+
+def _torch_mlir_resizes(attrs: dict, shape: tuple, dtype: np.dtype, axes: dict[int, _Axis]) -> bool:
+    """Whether torch-mlir's own lowering (one kernel computing its taps) gets this linear/cubic Resize right.
+
+    Checked against the ONNX reference: it lowers 4-D float32 inputs (float16 cubic and integers fail to
+    compile) resized on H and W only, without antialias, exclude_outside, axes, an aspect-ratio policy or
+    tf_crop_and_resize, cubic only with a=-0.75. It computes align_corners from the rounded output length
+    (wrong when scale * in is not an integer), and pytorch_half_pixel cubic with one output differs. Its nearest
+    mode rounds float32 coordinates, so outputs on a rounding boundary can pick the other pixel: nearest is
+    always rewritten (a Gather, as cheap).
+    """
+    if attrs["mode"] not in ("linear", "cubic") or len(shape) != 4 or not set(axes) <= {2, 3} or dtype != np.float32:
+        return False
+    if attrs["antialias"] or attrs["exclude_outside"] or attrs["has_axes"] or attrs["policy"] != "stretch":
+        return False
+    if attrs["mode"] == "cubic" and attrs["cubic_a"] != -0.75:
+        return False
+    ctm = attrs["ctm"]
+    if ctm == "align_corners":
+        return all(math.isclose(ax.scale * ax.length, ax.out, rel_tol=1e-9) for ax in axes.values())
+    if ctm == "pytorch_half_pixel" and attrs["mode"] == "cubic":
+        return all(ax.out > 1 for ax in axes.values())
+    return ctm in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "asymmetric")
+
+
+@rewrite("Resize")
+def _resize(node, b: Builder) -> bool:
+    if _opset(b) < 11:
+        return False  # Resize-10 (no roi, asymmetric coordinates): torch-mlir's lowering covers it
+    x = node.input[0]
+    attrs = _resize_attrs(b)
+    if attrs["mode"] not in ("nearest", "linear", "cubic"):
+        raise _fail(node, f"unknown mode '{attrs['mode']}'")
+    if attrs["ctm"] not in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                            "asymmetric", "tf_crop_and_resize"):
+        raise _fail(node, f"unknown coordinate_transformation_mode '{attrs['ctm']}'")
+    inputs = _resize_inputs(node, b, attrs["ctm"])
+    shape, out_shape = _static_shape(node, b, x), _static_shape(node, b, node.output[0])
+    if 0 in shape or 0 in out_shape:
+        raise _fail(node, f"resizing {shape} to {out_shape}: empty tensors are not supported")
+    axes = _resize_axes(node, b, inputs, shape, out_shape)
+    dtype = b.np_dtype(x)
+    if dtype is None:
+        raise _fail(node, f"the element type of '{x}' is not known")
+    if _torch_mlir_resizes(attrs, shape, dtype, axes):
+        return _as_torch_mlir_takes_it(node, b)
+    taps = {a: _axis_taps(ax, attrs) for a, ax in axes.items()}
+    gathers = {a: _as_gather(*t) for a, t in taps.items()}
+    y, cur = x, list(shape)
+    if taps and all(g is not None for g in gathers.values()):
+        y, cur = _gather_axes(b, y, cur, gathers)
+    else:
+        if not (_is_float(dtype) or dtype.kind in "iu"):
+            raise _fail(node, f"{attrs['mode']} interpolation of {dtype} values is not supported")
+        compute = _compute_dtype(dtype)
+        y = _cast(b, y, compute, dtype)
+        for a, (idx, w, _) in taps.items():
+            if gathers[a] is not None:
+                y, cur = _gather_axes(b, y, cur, {a: gathers[a]})
+            else:
+                y, cur = _interpolate_axis(b, y, cur, a, axes[a].length, idx, w.astype(compute))
+        y = _from_compute(b, y, compute, dtype)
+    outside = [(a, t[2]) for a, t in taps.items() if t[2] is not None]
+    if outside:
+        y = _extrapolate(b, y, len(shape), outside, attrs["extrapolation_value"], dtype)
+    return _finish(b, node, y)
+
+
+def _as_torch_mlir_takes_it(node, b: Builder) -> bool:
+    """Leave the node to torch-mlir; its Resize lowering crashes (segfault) on an empty trailing optional
+    input (sizes given as ''), so such a node is re-emitted without it."""
+    from onnx import helper
+
+    used = list(node.input)
+    while used and not used[-1]:
+        used.pop()
+    if len(used) == len(node.input):
+        return False
+    b.op(node.op_type, used, list(node.output), **{a.name: helper.get_attribute_value(a) for a in node.attribute})
+    return True
+
+
+def _gather_axes(b: Builder, y: str, cur: list, index: dict[int, np.ndarray]) -> tuple[str, list]:
+    """Gather along each axis of `index`; contiguous axes at once on their flattened block when the index
+    table stays small (one Gather, like the nearest kernel torch-mlir would emit)."""
+    lo, hi = min(index), max(index)
+    block = range(lo, hi + 1)
+    outs = [len(index[a]) if a in index else cur[a] for a in block]
+    if len(index) > 1 and len(index) == len(block) and math.prod(outs) <= FLAT_GATHER_LIMIT:
+        flat = np.zeros(1, np.int64)
+        for a in block:  # row-major offsets of the gathered block: outer axes vary slowest
+            flat = (flat[:, None] * cur[a] + index[a][None, :]).reshape(-1)
+        y = _reshape(b, y, cur[:lo] + [math.prod(cur[lo:hi + 1])] + cur[hi + 1:])
+        y = b.op("Gather", [y, b.constant(flat, "index")], axis=lo)
+        cur = cur[:lo] + outs + cur[hi + 1:]
+        return _reshape(b, y, cur), cur
+    for a, idx in index.items():
+        y = b.op("Gather", [y, b.constant(idx, "index")], axis=a)
+        cur = cur[:a] + [len(idx)] + cur[a + 1:]
+    return y, cur
+
+
+def _interpolate_axis(b: Builder, y: str, cur: list, axis: int, length: int, idx: np.ndarray, w: np.ndarray):
+    """Weighted sum of the taps along one axis: a MatMul with the [out, in] matrix when it is small, else a
+    Gather of the [out, n] taps, a Mul by their weights and a ReduceSum over the taps."""
+    out = idx.shape[0]
+    if out * length <= DENSE_RESIZE_LIMIT:
+        mat = np.zeros((out, length), w.dtype)
+        np.add.at(mat, (np.repeat(np.arange(out), idx.shape[1]), idx.reshape(-1)), w.reshape(-1))
+        before, after = math.prod(cur[:axis]), math.prod(cur[axis + 1:])
+        if after == 1:  # the last axis (or one followed by 1s): rows times the transposed matrix
+            z = b.op("MatMul", [_reshape(b, y, [before, length]), b.constant(mat.T.copy(), "resize")])
+        else:  # matrix times each [in, after] slab, batched over the axes before
+            z = b.op("MatMul", [b.constant(mat, "resize"), _reshape(b, y, [before, length, after])])
+        cur = cur[:axis] + [out] + cur[axis + 1:]
+        return _reshape(b, z, cur), cur
+    n = idx.shape[1]
+    g = b.op("Gather", [y, b.constant(idx, "taps")], axis=axis)  # [..., out, n, ...]
+    weights = w.reshape([out, n] + [1] * (len(cur) - axis - 1))
+    z = _reduce_sum(b, b.op("Mul", [g, b.constant(weights, "weights")]), axis + 1)
+    return z, cur[:axis] + [out] + cur[axis + 1:]
+
+
+def _extrapolate(b: Builder, y: str, rank: int, outside: list, value: float, dtype: np.dtype) -> str:
+    """tf_crop_and_resize: outputs whose source coordinate is outside the input on any axis take `value`."""
+    mask = np.zeros([1] * rank, bool)
+    for a, out_a in outside:
+        mask = mask | out_a.reshape([-1 if i == a else 1 for i in range(rank)])
+    if dtype.kind in "iu":  # rounded half to even and saturated, like interpolated integers
+        value = np.clip(np.round(value), np.iinfo(dtype).min, np.iinfo(dtype).max)
+    fill = np.array(value).astype(dtype) if dtype.kind != "b" else np.array(bool(value))
+    return b.op("Where", [b.constant(mask, "outside"), b.constant(fill, "extrapolation"), y])
+
+
+# ------------------------------------------------------------------------------------------- GridSample
+_GRID_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
+_TAP_OFFSETS = {"nearest": [0.0], "linear": [0.0, 1.0], "cubic": [-1.0, 0.0, 1.0, 2.0]}
+
+
+@rewrite("GridSample")
+def _grid_sample(node, b: Builder) -> bool:
+    x, grid = node.input[0], node.input[1]
+    shape, gshape = _static_shape(node, b, x), _static_shape(node, b, grid)
+    mode = _GRID_MODES.get(b.attr("mode", b"bilinear" if _opset(b) < 20 else b"linear").decode())
+    padding = b.attr("padding_mode", b"zeros").decode()
+    align = bool(b.attr("align_corners", 0))
+    if mode is None or padding not in ("zeros", "border", "reflection"):
+        raise _fail(node, f"unknown mode '{b.attr('mode')}' or padding_mode '{padding}'")
+    rank = len(shape) - 2
+    if rank < 1 or len(gshape) != rank + 2 or gshape[-1] != rank or gshape[0] != shape[0]:
+        raise _fail(node, f"grid of shape {gshape} does not match X of shape {shape}")
+    # Always rewritten: torch-mlir lowers only 2-D bilinear/nearest with zero padding, and its kernel reads out
+    # of bounds for grid points outside [-1, 1] (wrong values, or a crash); its nearest rounds halves away from 0.
+    dtype, gdtype = b.np_dtype(x), b.np_dtype(grid)
+    if dtype is None or gdtype is None:
+        raise _fail(node, "the element types of its inputs are not known")
+    if mode != "nearest" and not _is_float(dtype):
+        raise _fail(node, f"{mode} sampling of {dtype} values is not supported")
+    n, c, dims = shape[0], shape[1], list(shape[2:])
+    points = math.prod(gshape[1:-1])
+    coords = _reshape(b, grid, [n, points, rank])
+    offsets = _TAP_OFFSETS[mode]
+    flat_index, weight, valid = None, None, None
+    for d, length in enumerate(dims):
+        g = b.op("Gather", [coords, b.constant(np.array(rank - 1 - d, np.int64), "component")], axis=2)  # [N, P]
+        xd = _padded_coordinate(b, _denormalize(b, g, gdtype, length, align, mode), length, align, padding)
+        idx, w, ok = _grid_taps(b, xd, length, align, padding, mode, offsets)  # [N, P, T] each
+        # Taps of spatial dim d go to their own axis, so that broadcasting forms all tap combinations.
+        at = [n, points] + [len(offsets) if i == d else 1 for i in range(rank)]
+        stride = math.prod(dims[d + 1:])
+        idx = _reshape(b, b.op("Mul", [idx, b.constant(np.array(stride, np.int64), "stride")]), at)
+        flat_index = idx if flat_index is None else b.op("Add", [flat_index, idx])
+        if w is not None:
+            w = _reshape(b, w, at)
+            weight = w if weight is None else b.op("Mul", [weight, w])
+        if ok is not None:
+            ok = _reshape(b, ok, at)
+            valid = ok if valid is None else b.op("And", [valid, ok])
+    taps = len(offsets) ** rank
+    k = points * taps
+    index = b.op("Expand", [_reshape(b, flat_index, [n, 1, k]), b.constant(np.array([n, c, k], np.int64), "shape")])
+    y = b.op("GatherElements", [_reshape(b, x, [n, c, math.prod(dims)]), index], axis=2)  # [N, C, P * taps]
+    if valid is not None:
+        zero = b.constant(np.zeros((), dtype), "zero")
+        y = b.op("Where", [_reshape(b, valid, [n, 1, k]), y, zero])
+    if weight is not None:
+        compute = _compute_dtype(dtype)
+        weight = _cast(b, _reshape(b, weight, [n, 1, k]), compute, np.float32)
+        y = b.op("Mul", [_cast(b, y, compute, dtype), weight])
+        y = _reduce_sum(b, _reshape(b, y, [n, c, points, taps]), 3)
+        y = _cast(b, y, dtype, compute)
+    return _finish(b, node, _reshape(b, y, [n, c] + list(gshape[1:-1])))
+
+
+def _f32(b: Builder, value: float, hint: str = "c") -> str:
+    return b.constant(np.array(value, np.float32), hint)
+
+
+def _arith(b: Builder):
+    """add, sub, mul, div: each emits one elementwise node; Python numbers become float32 constants."""
+    def emit(op: str):
+        def apply(x, y) -> str:
+            return b.op(op, [_f32(b, v) if isinstance(v, (int, float)) else v for v in (x, y)])
+        return apply
+    return emit("Add"), emit("Sub"), emit("Mul"), emit("Div")
+
+
+def _denormalize(b: Builder, g: str, gdtype: np.dtype, length: int, align: bool, mode: str) -> str:
+    """Grid value in [-1, 1] -> float32 pixel coordinate, rounded half to even for nearest. As in the reference,
+    the arithmetic is in the grid's type, and in its order (nearest rounds, so the last bit matters)."""
+    def c(v: float) -> str:
+        return b.constant(np.array(v, gdtype), "c")
+    if align:  # -1 and 1 are the centres of the corner pixels
+        x = b.op("Mul", [b.op("Div", [b.op("Add", [g, c(1.0)]), c(2.0)]), c(length - 1.0)])
+    else:  # -1 and 1 are the outer edges of the corner pixels
+        x = b.op("Div", [b.op("Sub", [b.op("Mul", [b.op("Add", [g, c(1.0)]), c(float(length))]), c(1.0)]), c(2.0)])
+    x = _cast(b, x, np.float32, gdtype)
+    return b.op("Round", [x]) if mode == "nearest" else x
+
+
+def _bounds(length: int, align: bool) -> tuple[float, float]:
+    return (0.0, length - 1.0) if align else (-0.5, length - 0.5)
+
+
+def _reflect(b: Builder, x: str, lo: float, hi: float) -> str:
+    """Reflect coordinates outside [lo, hi] back into it off its borders, as often as needed."""
+    add, sub, mul, div = _arith(b)
+    if hi <= lo:  # one pixel with align_corners: every coordinate reflects onto it
+        return mul(x, 0.0)
+    below = b.op("Less", [x, _f32(b, lo)])
+    above = b.op("Greater", [x, _f32(b, hi)])
+    dist = b.op("Where", [below, sub(lo, x), sub(x, hi)])
+    times = b.op("Floor", [div(dist, hi - lo)])  # whole spans travelled
+    rest = sub(dist, mul(times, hi - lo))
+    # An odd number of whole spans lands on the far border.
+    odd = b.op("Greater", [sub(times, mul(b.op("Floor", [mul(times, 0.5)]), 2.0)), _f32(b, 0.5)])
+    from_lo, from_hi = add(lo, rest), sub(hi, rest)
+    low = b.op("Where", [odd, from_hi, from_lo])
+    high = b.op("Where", [odd, from_lo, from_hi])
+    return b.op("Where", [below, low, b.op("Where", [above, high, x])])
+
+
+def _padded_coordinate(b: Builder, x: str, length: int, align: bool, padding: str) -> str:
+    """Coordinates outside the sampling range [lo, hi] clamped (border) or reflected (reflection) into it."""
+    lo, hi = _bounds(length, align)
+    if padding == "border":
+        outside = b.op("Or", [b.op("Less", [x, _f32(b, lo)]), b.op("Greater", [x, _f32(b, hi)])])
+        return b.op("Where", [outside, b.op("Clip", [x, _f32(b, 0.0), _f32(b, length - 1.0)]), x])
+    if padding == "reflection":
+        return _reflect(b, x, lo, hi)
+    return x
+
+
+def _grid_taps(b: Builder, x: str, length: int, align: bool, padding: str, mode: str, offsets: list):
+    """(int64 pixel indices [N, P, T], float32 weights [N, P, T] or None for nearest, in-range mask or None)
+    of the taps around coordinates x [N, P]; taps outside the input read 0 (zeros), the edge pixel (border)
+    or their reflection (reflection)."""
+    add, sub, _, _ = _arith(b)
+    x = b.op("Unsqueeze", [x, b.constant(np.array([2], np.int64), "axes")])
+    base = x if mode == "nearest" else b.op("Floor", [x])
+    pos = add(base, b.constant(np.array(offsets, np.float32), "offsets"))
+    weight = None
+    if mode != "nearest":
+        dist = b.op("Abs", [sub(x, pos)])
+        weight = b.op("Relu", [sub(1.0, dist)]) if mode == "linear" else _cubic_weight(b, dist, -0.75)
+    ok = None
+    if padding == "zeros":
+        ok = b.op("And", [b.op("GreaterOrEqual", [pos, _f32(b, 0.0)]),
+                          b.op("LessOrEqual", [pos, _f32(b, length - 1.0)])])
+    elif padding == "reflection":
+        pos = _reflect(b, pos, *_bounds(length, align))
+    pos = b.op("Clip", [pos, _f32(b, 0.0), _f32(b, length - 1.0)])
+    from onnx import TensorProto
+
+    return b.op("Cast", [pos], to=TensorProto.INT64), weight, ok
+
+
+def _cubic_weight(b: Builder, t: str, a: float) -> str:
+    """Keys' cubic kernel at distances t in [0, 2]."""
+    add, sub, mul, _ = _arith(b)
+    near = add(mul(mul(sub(mul(t, a + 2), a + 3), t), t), 1.0)  # ((a+2)t - (a+3)) t^2 + 1
+    far = sub(mul(add(mul(sub(mul(t, a), 5 * a), t), 8 * a), t), 4 * a)  # ((at - 5a) t + 8a) t - 4a
+    return b.op("Where", [b.op("LessOrEqual", [t, _f32(b, 1.0)]), near, far])
+
+
+# ---------------------------------------------------------------------------------------------- DFT, STFT
+def _scalar_input(node, b: Builder, i: int, what: str) -> int | None:
+    value = _const_input(node, b, i, what)
+    if value is None:
+        return None
+    if value.size != 1:
+        raise _fail(node, f"its {what} must be a scalar, got shape {value.shape}")
+    return int(value.reshape(-1)[0])
+
+
+def _dft_matrix(length: int, parts: int, n: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """Real [length * parts, bins * out_parts] matrix of the DFT of `length` samples (interleaved real and
+    imaginary parts when parts == 2) zero-padded or truncated to n: a row-vector of samples times it gives the
+    interleaved complex spectrum (forward, inverse), or the real signal of a one-sided spectrum (inverse and
+    onesided: the spectrum's other half is the conjugate mirror)."""
+    if inverse and onesided:
+        used = min(length, n // 2 + 1)
+        j = np.arange(used)[:, None]
+        angle = 2 * np.pi * ((j * np.arange(n)[None, :]) % n) / n
+        # Bins 1 .. ceil(n/2)-1 stand for themselves and their mirror; 0 and the Nyquist bin (even n) once.
+        twice = np.where((j == 0) | (2 * j == n), 1.0, 2.0)
+        re, im = twice * np.cos(angle) / n, -twice * np.sin(angle) / n
+        mat = np.stack([re, im], axis=1)[:, :parts]  # [used, parts, n]: the imaginary row only for complex input
+        out = np.zeros((length, parts, n))
+        out[:used] = mat
+        return out.reshape(length * parts, n)
+    bins = n // 2 + 1 if onesided else n
+    used = min(length, n)
+    sign = 1.0 if inverse else -1.0
+    j, k = np.arange(used)[:, None], np.arange(bins)[None, :]
+    # (j * k) % n keeps the angles small, so the float64 cos/sin stay exact to the last bits for long signals.
+    w = np.exp(sign * 2j * np.pi * ((j * k) % n) / n) / (n if inverse else 1)
+    p, q = w.real, w.imag
+    # (a + ib)(p + iq) = (ap - bq) + i(aq + bp): row a -> [p, q], row b -> [-q, p], per output bin.
+    rows = [np.stack([p, q], axis=2), np.stack([-q, p], axis=2)][:parts]  # each [used, bins, 2]
+    mat = np.stack(rows, axis=1)  # [used, parts, bins, 2]
+    out = np.zeros((length, parts, bins, 2))
+    out[:used] = mat
+    return out.reshape(length * parts, bins * 2)
+
+
+def _apply_dft(b: Builder, x: str, shape: tuple, axis: int, mat: np.ndarray, bins: int, out_parts: int,
+               dtype: np.dtype) -> str:
+    """x [..., length (at axis), ..., parts] times `mat` along `axis` -> [..., bins (at axis), ..., out_parts]."""
+    rank = len(shape)
+    perm = [i for i in range(rank - 1) if i != axis] + [axis, rank - 1]
+    moved = perm != list(range(rank))
+    y = b.op("Transpose", [x], perm=perm) if moved else x
+    rest = [shape[i] for i in perm[:-2]]
+    compute = _compute_dtype(dtype)
+    y = _cast(b, _reshape(b, y, [math.prod(rest), mat.shape[0]]), compute, dtype)
+    y = b.op("MatMul", [y, b.constant(mat.astype(compute), "dft")])
+    y = _cast(b, _reshape(b, y, rest + [bins, out_parts]), dtype, compute)
+    return b.op("Transpose", [y], perm=[perm.index(i) for i in range(rank)]) if moved else y
+
+
+@rewrite("DFT")
+def _dft(node, b: Builder) -> bool:
+    x = node.input[0]
+    shape = _static_shape(node, b, x)
+    dtype = b.np_dtype(x)
+    rank = len(shape)
+    inverse, onesided = bool(b.attr("inverse", 0)), bool(b.attr("onesided", 0))
+    if _opset(b) >= 20:
+        axis = _scalar_input(node, b, 2, "axis")
+        axis = -2 if axis is None else axis
+    else:
+        axis = b.attr("axis", 1)
+    axis = axis + rank if axis < 0 else axis
+    if rank < 2 or not 0 <= axis <= rank - 2 or shape[-1] not in (1, 2):
+        raise _fail(node, f"axis {axis} of an input of shape {shape}: the input must end in 1 (real) or 2 "
+                          f"(complex) and the axis must be another one")
+    if not _is_float(dtype):
+        raise _fail(node, f"input type {dtype} is not a float type")
+    length = shape[axis]
+    n = _scalar_input(node, b, 1, "dft_length")
+    if n is None:
+        n = 2 * (length - 1) if inverse and onesided else length
+    if n < 1:
+        raise _fail(node, f"dft_length {n} is not positive")
+    mat = _dft_matrix(length, shape[-1], n, inverse, onesided)
+    bins, out_parts = (n, 1) if inverse and onesided else (n // 2 + 1 if onesided else n, 2)
+    return _finish(b, node, _apply_dft(b, x, shape, axis, mat, bins, out_parts, dtype))
+
+
+@rewrite("STFT")
+def _stft(node, b: Builder) -> bool:
+    signal, window = node.input[0], _input(node, 2)
+    shape = _static_shape(node, b, signal)
+    dtype = b.np_dtype(signal)
+    if len(shape) != 3 or shape[-1] not in (1, 2) or not _is_float(dtype):
+        raise _fail(node, f"signal of shape {shape} and type {dtype}: expected [batch, length, 1 or 2] floats")
+    step = _scalar_input(node, b, 1, "frame_step")
+    frame = _scalar_input(node, b, 3, "frame_length")
+    wlen = _static_shape(node, b, window)[0] if window else None
+    frame = frame if frame is not None else wlen if wlen is not None else shape[1]
+    if step is None or step < 1 or not 1 <= frame <= shape[1] or (wlen is not None and wlen != frame):
+        raise _fail(node, f"frame_step {step}, frame_length {frame} and window length {wlen} do not fit a signal "
+                          f"of length {shape[1]}")
+    onesided = bool(b.attr("onesided", 1))
+    frames = (shape[1] - frame) // step + 1
+    parts = shape[-1]
+    taps = np.arange(frames)[:, None] * step + np.arange(frame)[None, :]
+    y = b.op("Gather", [signal, b.constant(taps.astype(np.int64), "frames")], axis=1)  # [B, frames, frame, parts]
+    mat = _dft_matrix(frame, parts, frame, False, onesided)
+    wvalue = b.const(window) if window else None
+    if wvalue is not None:  # a constant window scales the matrix rows
+        mat = mat * np.repeat(wvalue.astype(np.float64), parts)[:, None]
+    elif window:
+        y = b.op("Mul", [y, _reshape(b, window, [1, 1, frame, 1])])
+    bins = frame // 2 + 1 if onesided else frame
+    recorded = b.shape(node.output[0])
+    if recorded is not None and tuple(recorded) != (shape[0], frames, bins, 2):
+        # onnx's STFT shape inference reads a missing `onesided` as 0, not the schema's default 1 (which the
+        # reference and onnxruntime follow): the recorded shape is then the two-sided one.
+        raise _fail(node, f"ONNX shape inference recorded output shape {tuple(recorded)}, but the op computes "
+                          f"{(shape[0], frames, bins, 2)} (onesided={int(onesided)}); set `onesided` explicitly")
+    y = _apply_dft(b, y, (shape[0], frames, frame, parts), 2, mat, bins, 2, dtype)
+    return _finish(b, node, y)
+
+
+# --------------------------------------------------------------------------------------- MelWeightMatrix
+@rewrite("MelWeightMatrix")
+def _mel_weight_matrix(node, b: Builder) -> bool:
+    """Triangular mel filters [dft_length // 2 + 1, num_mel_bins], computed on the device from the (possibly
+    run-time) scalar inputs with broadcasting elementwise ops; the shape comes from the inferred output."""
+    from onnx import TensorProto, helper
+
+    out_shape = _static_shape(node, b, node.output[0])
+    spectrum, mels = out_shape
+    names = list(node.input[:5])
+    if len(names) < 5 or not all(names):
+        raise _fail(node, "it needs its five inputs")
+
+    def scalar(name: str) -> str:
+        dt = b.np_dtype(name)
+        if dt is None:
+            raise _fail(node, f"the type of '{name}' is not known")
+        return _reshape(b, _cast(b, name, np.float32, dt), [])
+
+    expected = (("num_mel_bins", {mels}), ("dft_length", {2 * spectrum - 2, 2 * spectrum - 1}))
+    for i, (what, expect) in enumerate(expected):
+        value = b.const(names[i])
+        if value is not None and int(value.reshape(-1)[0]) not in expect:
+            raise _fail(node, f"{what} {int(value.reshape(-1)[0])} does not match the output shape {out_shape}")
+    _, dft_length, rate, lower, upper = (scalar(n) for n in names)
+
+    add, sub, mul, div = _arith(b)
+
+    def mel(hz: str) -> str:  # 2595 * log10(1 + hz / 700)
+        return mul(b.op("Log", [add(1.0, div(hz, 700.0))]), 2595 / math.log(10))
+
+    low = mel(lower)
+    step = div(sub(mel(upper), low), mels + 2.0)
+    points = add(mul(b.constant(np.arange(mels + 2, dtype=np.float32), "points"), step), low)
+    hz = mul(sub(b.op("Exp", [mul(points, math.log(10) / 2595)]), 1.0), 700.0)
+    # The filters' corners are whole spectrum bins: floor((dft_length + 1) * hz / sample_rate).
+    corner = b.op("Floor", [div(mul(add(dft_length, 1.0), hz), rate)])
+
+    def corners(first: int) -> str:
+        picked = b.op("Gather", [corner, b.constant(np.arange(first, first + mels, dtype=np.int64), "pick")])
+        return _reshape(b, picked, [1, mels])
+
+    left, centre, right = corners(0), corners(1), corners(2)
+    j = b.constant(np.arange(spectrum, dtype=np.float32).reshape(spectrum, 1), "bins")
+    rise = div(sub(j, left), b.op("Max", [sub(centre, left), _f32(b, 1.0)]))
+    fall = div(sub(right, j), b.op("Max", [sub(right, centre), _f32(b, 1.0)]))
+    rising = b.op("And", [b.op("GreaterOrEqual", [j, left]), b.op("Less", [j, centre])])
+    falling = b.op("And", [b.op("Greater", [j, centre]), b.op("Less", [j, right])])
+    y = b.op("Where", [falling, fall, _f32(b, 0.0)])
+    y = b.op("Where", [rising, rise, y])
+    y = b.op("Where", [b.op("Equal", [j, centre]), _f32(b, 1.0), y])
+    out_type = b.attr("output_datatype", TensorProto.FLOAT)
+    return _finish(b, node, _cast(b, y, helper.tensor_dtype_to_np_dtype(out_type), np.float32))
