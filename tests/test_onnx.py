@@ -294,6 +294,28 @@ def test_conformance_runner(node_cases, tmp_path):
     assert after["results"] == json.loads(before)["results"]
 
 
+def test_conformance_export_and_replay(node_cases, tmp_path):
+    """Cases compiled for a profile here, replayed from the export with the runtime alone (a GPU host's way)."""
+    from conftest import AVAILABLE
+
+    from portable.conformance import replay
+
+    if not AVAILABLE:
+        pytest.skip("no device")
+    root, _ = node_cases
+    devs = ",".join(AVAILABLE)
+    exp, out = tmp_path / "export", tmp_path / "results"
+    assert _conformance("--suite", str(root), "--filter", "^test_(relu|add_uint16)$", "--device", devs,
+                        "--profile", "generic", "--out", str(out), "--export", str(exp), "--no-progress") == 0
+    assert sorted(p.name for p in exp.iterdir()) == ["test_relu"]  # unsupported cases have nothing to export
+    assert replay.main([str(exp), "--device", devs, "--profile", "generic", "--out", str(out / "replayed.json")]) == 0
+    res = json.loads((out / "replayed.json").read_text())["results"]
+    assert set(res) == {"test_relu"}
+    for dev in AVAILABLE:
+        assert res["test_relu"][f"generic@{dev}"]["status"] == "pass", res["test_relu"]
+    assert _conformance("--suite", str(root), "--device", devs, "--export", str(exp), "--no-progress") == 2
+
+
 def test_conformance_timeout_is_isolated(node_cases, tmp_path):
     """A case that exceeds its time is killed with its worker; the run still finishes and records an error."""
     from portable.conformance import cases, runner

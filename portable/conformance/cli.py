@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seconds per stage of a case (default 180)")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.add_argument("--note", default="", help="a line stored in the JSON and printed atop the matrices")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="with --profile: also save each case's kernels, inputs and expected outputs under DIR (not cases "
+                        "with over 1 MiB of weights), "
+                        "to run them on a host without MLIR: python -m portable.conformance.replay DIR")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: rewrite the Markdown, HTML and FAILURES.md from the JSON in OUT")
@@ -99,6 +104,13 @@ def main(args: argparse.Namespace) -> int:
             print(f"no results in {res.path}", file=sys.stderr)
             return 1
         return _write_reports(res, selected, out, stem, repro)
+    if args.export:
+        if not args.profile:
+            print("error: --export needs --profile (the kernels are compiled for a profile)", file=sys.stderr)
+            return 2
+        from .execute import EXPORT_ENV
+
+        os.environ[EXPORT_ENV] = str(Path(args.export).resolve())  # the worker processes inherit it
     cols, info = _columns(args.device, args.profile)
     if not cols:
         print("no device to run on (see `portable devices`)", file=sys.stderr)

@@ -7,8 +7,11 @@ Every outcome is a record dict: status pass | fail | unsupported | error | compi
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -226,8 +229,35 @@ def run_profile(case: Case, text: str, sets, profile_name: str, devices: list[st
         if failure is not None:
             emit(col, dict(failure))
             continue
+        export = os.environ.get(EXPORT_ENV)
+        if export:
+            _export(Path(export), case, exe, api, sets)
         emit(col, _run_for_profile(case, exe, sets, profile, options, dev, compile_s, api == "vulkan",
                                    CompiledGraph))
+
+
+# Set by `portable conformance --profile P --export DIR` for its worker processes.
+EXPORT_ENV = "PORTABLE_CONFORMANCE_EXPORT"
+EXPORT_MAX_WEIGHTS = 1 << 20  # bytes of constants in an exported case
+
+
+def _export(root: Path, case: Case, exe, api: str, sets) -> None:
+    """Save what a host without MLIR needs to run the case (replay.py): the executable, the data sets, the
+    tolerances. Cases with large weights (the model suites) stay home: what travels to a GPU host is limited."""
+    if sum(np.asarray(a).nbytes for a in exe.constants.values()) > EXPORT_MAX_WEIGHTS:
+        return
+    arrays = {}
+    for i, (feeds, refs) in enumerate(sets):
+        arrays.update({f"in{i}_{j}": np.asarray(a) for j, a in enumerate(feeds)})
+        arrays.update({f"out{i}_{j}": np.asarray(a) for j, a in enumerate(refs)})
+    if any(a.dtype.kind not in "biuf" or a.dtype.itemsize > 8 for a in arrays.values()):
+        return  # bfloat16 (ml_dtypes) and other dtypes .npz does not round-trip plainly
+    d = root / case.name
+    d.mkdir(parents=True, exist_ok=True)
+    exe.save(d / f"{api}.ptx")
+    np.savez_compressed(d / "data.npz", **arrays)
+    (d / "case.json").write_text(json.dumps({"name": case.name, "op": case.op, "rtol": case.rtol, "atol": case.atol,
+                                             "sets": [[len(f), len(r)] for f, r in sets]}))
 
 
 def _run_for_profile(case: Case, exe, sets, profile: dict, options: dict, dev: str, compile_s: float,
