@@ -130,8 +130,10 @@ def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
 
 
 def hoist_accumulators(module: ir.Module) -> None:
-    """In each PROMOTED_K loop: output-tile reads at loop-invariant positions whose only other use of the memref in
-    the loop is the matching write at the end become loop-carried values (read before, written after the loop)."""
+    """Run after outlining, on each PROMOTED_K loop: output-tile reads at loop-invariant positions whose only
+    other use of the memref in the loop is the matching write at the end become loop-carried values (read before,
+    written after the loop); the loop's barriers are marked as ordering workgroup memory only; the staging is
+    software-pipelined (_prefetch)."""
     for loop in pop_marked(module.operation, "scf.for", PROMOTED_K):
         loop = _hoist(loop)
         # Its barriers publish and retire the workgroup tiles; the output tile is each thread's own.
