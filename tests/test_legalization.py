@@ -234,3 +234,18 @@ def test_tanh_near_zero(device):
     x = np.array([4.5e-5, -1e-6, 1e-3, -0.05, 0.1249, 0.13, -0.7, 3.0, -12.0, 0.0], np.float32)
     (out,) = run(src, device, x)
     np.testing.assert_allclose(out, np.tanh(x.astype(np.float64)), rtol=2e-6)
+
+
+def test_float_to_8bit_int_keeps_unsigned_values(device):
+    """ONNX uint8 results arrive as signless `fptosi f32 to i8`: values 128..255 must keep their bits. SPIR-V
+    kernels convert through i32 (an 8-bit OpConvertFToS saturates at 127 on NVIDIA's driver)."""
+    src = elementwise("f2i8", ["f32"], "i8", "9", """
+    %r = arith.fptosi %x0 : f32 to i8""")
+    x = np.array([0, 1, 127, 128, 200, 255, -1, -128, 64], np.float32)
+    out, = run(src, device, x)
+    np.testing.assert_array_equal(out.view(np.uint8), x.astype(np.int32).astype(np.uint8))
+    if device.startswith("vulkan"):
+        from portable.codegen_spirv import disassemble
+
+        asm = disassemble(portable.compile(src, device=device).executable.kernels[0].spirv)
+        assert "OpConvertFToS %uchar" not in asm and "OpConvertFToS %uint" in asm

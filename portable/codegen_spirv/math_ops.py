@@ -148,3 +148,20 @@ def remf_by_infinity(gpu_module: ir.Operation) -> None:
             x_fin = arith.CmpFOp(arith.CmpFPredicate.ONE, math.AbsFOp(x).result, inf).result
             new = arith.SelectOp(arith.AndIOp(y_inf, x_fin).result, x, op.results[0]).result
         op.results[0].replace_all_uses_except(new, new.owner.operation)
+
+
+def narrow_float_to_int_via_i32(gpu_module: ir.Operation) -> None:
+    """Float to 8/16-bit integer conversions go through i32 and truncate. Integers are signless, so ONNX uint8
+    results come as `fptosi f32 to i8`; an OpConvertFToS to an 8-bit type saturates at 127 on NVIDIA's driver
+    (uint8 200 read back 127) where lavapipe wraps. Through i32 every value of either 8-bit range keeps its bits."""
+    for op in find_ops(gpu_module, ("arith.fptosi", "arith.fptoui")):
+        t = op.results[0].type
+        elem = _elem(t)
+        if not isinstance(elem, ir.IntegerType) or elem.width >= 32:
+            continue
+        wide = _with_elem(t, ir.IntegerType.get_signless(32))
+        with ir.InsertionPoint(op), op.location:
+            conv = arith.FPToSIOp if op.name == "arith.fptosi" else arith.FPToUIOp
+            new = arith.TruncIOp(t, conv(wide, op.operands[0]).result).result
+        op.results[0].replace_all_uses_with(new)
+        op.erase()

@@ -13,7 +13,14 @@ from ..compiler.patterns import apply_patterns
 from ..errors import CompileError
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
-from .math_ops import accurate_log1p_expm1, accurate_tanh, expand_erf, f64_math_in_f32, remf_by_infinity
+from .math_ops import (
+    accurate_log1p_expm1,
+    accurate_tanh,
+    expand_erf,
+    f64_math_in_f32,
+    narrow_float_to_int_via_i32,
+    remf_by_infinity,
+)
 from .private_allocs import allocs_to_private, expand_absi
 from .shifts import saturate_shifts, sign_extend_by_shifts
 from .vector_buffers import vectorize_buffers
@@ -80,6 +87,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             accurate_log1p_expm1(gmod)
             accurate_tanh(gmod)
             remf_by_infinity(gmod)
+            narrow_float_to_int_via_i32(gmod)
             passmanager.PassManager.parse(
                 f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}})").run(module.operation)
             # The math/ub conversions read the target (which types and capabilities exist) from a
