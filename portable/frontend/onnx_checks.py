@@ -88,7 +88,7 @@ def check_known_failures(m) -> None:
               for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
               if vi.type.tensor_type.HasField("shape")}
     ranks = {k: len(v) for k, v in shapes.items()}
-    consts, elem_types = _Constants(m), _elem_types(m)
+    consts = _Constants(m)
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
             continue
@@ -101,7 +101,7 @@ def check_known_failures(m) -> None:
         if n.op_type == "Einsum" and any(ranks.get(i) == 0 for i in n.input):
             raise UnsupportedOp(f"{node_desc(n)}: Einsum over rank-0 operands is not supported (torch-mlir's "
                                 f"torch-decompose-complex-ops aborts on it)")
-        why = _wrong_lowering(n, shapes, consts, elem_types)
+        why = _wrong_lowering(n, shapes, consts)
         if why:
             raise UnsupportedOp(f"{node_desc(n)}: {why}")
 
@@ -127,15 +127,7 @@ class _Constants:
         return numpy_helper.to_array(self.protos[name]) if name in self.protos else None
 
 
-def _elem_types(m) -> dict:
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
-             if vi.type.WhichOneof("value") == "tensor_type"}
-    types.update({i.name: i.data_type for i in m.graph.initializer})
-    return types
-
-
-def _wrong_lowering(n, shapes: dict, consts: _Constants, elem_types: dict) -> str | None:
+def _wrong_lowering(n, shapes: dict, consts: _Constants) -> str | None:
     """Why torch-mlir's lowering of node `n` computes wrong values, or None. Ops with an ONNX function body are
     then expanded into it by the importer's retry (the error names the node); the others stop here."""
     def given(i: int) -> bool:
@@ -152,15 +144,6 @@ def _wrong_lowering(n, shapes: dict, consts: _Constants, elem_types: dict) -> st
                 "and pads with tensor.insert_slice; expanded into its ONNX function body (Pad and Slice) instead")
     if n.op_type == "SpaceToDepth" and _attr(n, "mode") == "CRD":
         return "mode 'CRD' is lowered as 'DCR' (the attribute is ignored); expanded into its ONNX function body instead"
-    if n.op_type == "QLinearMatMul" and any(len(dims(n.input[i]) or ()) > 2 for i in (0, 3)):
-        return ("QLinearMatMul of operands of rank > 2 is lowered to a plain batch matmul that drops the zero "
-                "points, giving wrong values")
-    if n.op_type == "DequantizeLinear" and given(2) and elem_types.get(n.input[0]) == 2:
-        zp = consts.get(n.input[2])
-        per_axis = any(d != 1 for d in dims(n.input[2]) or ())  # one element is read as per-tensor, correctly
-        if per_axis and (zp is None or (zp >= 128).any()):
-            return ("a per-axis uint8 zero point is sign-extended by torch-mlir's lowering (values >= 128 read as "
-                    "negative), giving wrong values")
     if n.op_type == "LSTM" and given(7):
         p = consts.get(n.input[7])
         if p is None or p.any():

@@ -13,6 +13,8 @@ Only small results are folded (FOLD_LIMIT elements): large constant tensors stay
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 FOLD_LIMIT = 1 << 16  # elements in one folded value
@@ -22,12 +24,10 @@ _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformL
             "If", "Loop", "Scan", "SequenceMap", "Dropout"}
 _FOLDED_DTYPES = {np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16,
                                         np.int32, np.int64, np.bool_)}
-try:  # onnx reads and writes bfloat16 tensors as ml_dtypes arrays (an onnx dependency) and evaluates them too
+with contextlib.suppress(ImportError):  # onnx reads, writes and evaluates bfloat16 as ml_dtypes arrays (its dependency)
     import ml_dtypes
 
     _FOLDED_DTYPES.add(np.dtype(ml_dtypes.bfloat16))
-except ImportError:  # pragma: no cover - an onnx without ml_dtypes: bfloat16 values are not folded
-    pass
 _UNFOLDED_TENSORS = {8}  # TensorProto element types never read into numpy here: strings
 
 
