@@ -140,3 +140,22 @@ def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 72)).astype(np.float32)
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mnk,expected", [((4096, 4096, 4096), (128, 64, 8, 16)), ((1024, 1024, 1024), (64, 64, 8, 16)),
+                                          ((96, 64, 64), None)])
+def test_promoted_tile_candidates_keep_the_gpu_busy(mnk, expected):
+    """The first candidate that divides the matmul and still gives matmul_promote_min_workgroups workgroups; a
+    matmul the tiles do not divide is not promoted."""
+    from portable.compiler.linalg_info import OpKind
+    from portable.compiler.strategy import choose
+
+    profile = {"vectorize": True, "matmul_promote_tiles": [[128, 64, 16, 4], [64, 64, 8, 4]],
+               "matmul_promote_min_workgroups": 264, "matmul_promote_k": 32}
+    kind = OpKind("matmul", mnk, ("parallel", "parallel", "reduction"), contiguous_b=True)
+    s = choose(kind, profile, kind)
+    if expected is None:
+        assert not s.promote_k
+        return
+    wm, wn, threads_m, threads_n = expected
+    assert s.promote_k == 32 and s.tile[:2] == (wm, wn) and s.threads[:2] == (threads_m, threads_n)

@@ -172,9 +172,10 @@ def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
     gives, and what lets drivers use their read-only caches (the serializer turns these unit attributes
     into OpDecorate).
 
-    Not NonWritable on a buffer whose block type a written buffer shares (two tensors of one shape get one
-    struct type): the NVIDIA Vulkan driver (580) then dropped the writes to the other buffer too (measured on
-    the H200: a GEMV with a residual input of the output's shape returned the residual)."""
+    A read-only buffer whose block type a written buffer shares (two tensors of one shape get one struct type)
+    gets a block type of its own first: with NonWritable on a shared type, the NVIDIA Vulkan driver (580)
+    dropped the writes to the other buffer (measured on the H200: a GEMV with a residual input of the output's
+    shape returned the residual)."""
     for spv in module.body.operations:
         if spv.operation.name != "spirv.module":
             continue
@@ -183,11 +184,36 @@ def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
         binding = {id(op): ir.IntegerAttr(op.attributes["binding"]).value for op in bound}
         written = {str(op.attributes["type"]) for op in bound
                    if binding[id(op)] >= len(access) or "w" in access[binding[id(op)]]}
+        renamed: dict[str, ir.Type] = {}
         for op in bound:
             i = binding[id(op)]
             op.attributes["restrict"] = ir.UnitAttr.get()
-            if i < len(access) and "w" not in access[i] and str(op.attributes["type"]) not in written:
-                op.attributes["non_writable"] = ir.UnitAttr.get()
+            if i >= len(access) or "w" in access[i]:
+                continue
+            text = str(op.attributes["type"])
+            if text in written and "!spirv.struct<(" in text:
+                name = ir.StringAttr(op.attributes["sym_name"]).value
+                new = ir.Type.parse(text.replace("!spirv.struct<(", f"!spirv.struct<{name}_block, (", 1))
+                op.attributes["type"] = ir.TypeAttr.get(new)
+                renamed[name] = new
+            elif text in written:
+                continue  # a block type that cannot be given a name of its own: leave it writable
+            op.attributes["non_writable"] = ir.UnitAttr.get()
+        if renamed:
+            _retype_addresses(spv.operation, renamed)
+
+
+def _retype_addresses(op: ir.Operation, renamed: dict[str, ir.Type]) -> None:
+    """spirv.mlir.addressof results follow their variable's new type (access chains index the same members)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                o = inner.operation
+                if o.name == "spirv.mlir.addressof":
+                    sym = ir.FlatSymbolRefAttr(o.attributes["variable"]).value
+                    if sym in renamed:
+                        o.results[0].set_type(renamed[sym])
+                _retype_addresses(o, renamed)
 
 
 def _tool(name: str) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import coop_matrix, dispatch, gathers, plan, promotion, rewrites, split, strategy, transform_script
+from . import (barriers, coop_matrix, dispatch, gathers, plan, promotion, rewrites, split, split_k, strategy,
+               transform_script)
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
@@ -134,6 +135,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
+        if split_k.split_gemvs(public_func(module), profile):  # its fills are named ops
+            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a
         # handle still tracks it) falls back to plain ones: scalar per-thread tiles and no row chains, formed
@@ -151,6 +154,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
             promotion.hoist_accumulators(module)
             _run(module, "builtin.module(canonicalize,cse)", "hoist-accumulators", dump)
+        barriers.relax_barriers(module)
         builder = plan.PlanBuilder(module, public_func(module))
         builder.build()
         if splits and len(builder.launches) != len(groups):

@@ -143,24 +143,40 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
 
 def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
     """The workgroup-memory matmul (promotion.py) where the profile asks for it: a plain f32-sized (m, n, k)
-    matmul (no epilogue: the tiled op is the matmul itself) whose loops the workgroup tile and K step divide."""
-    wg = profile.get("matmul_promote_tile")
-    kt = int(profile.get("matmul_promote_k", 16))
-    if not wg or root is None or kind.kind != "matmul" or list(kind.iterators) != ["parallel", "parallel", "reduction"]:
+    matmul (no epilogue: the tiled op is the matmul itself) whose loops the workgroup tile and K step divide.
+
+    The profile's `matmul_promote_tiles` lists (rows, columns, thread rows, thread columns) candidates, best
+    first; the first that divides the matmul and gives at least `matmul_promote_min_workgroups` workgroups is
+    taken (a large tile on a small matmul leaves most of the GPU idle), else the last that divides. Without it,
+    `matmul_promote_tile` with `thread_tile` is the only candidate."""
+    if root is None or kind.kind != "matmul" or list(kind.iterators) != ["parallel", "parallel", "reduction"]:
         return None
     if tuple(kind.ranges) != tuple(root.ranges) or not profile.get("vectorize", False):
         return None
-    tm, tn = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    candidates = [tuple(int(v) for v in c) for c in profile.get("matmul_promote_tiles", ())]
+    if not candidates and profile.get("matmul_promote_tile"):
+        candidates = [(*(int(v) for v in profile["matmul_promote_tile"]),
+                       *(int(v) for v in profile.get("thread_tile", (4, 4))))]
+    fitting = [c for c in candidates if _promotable(kind, profile, *c)]
+    if not fitting:
+        return None
+    m, n, _ = kind.ranges
+    enough = int(profile.get("matmul_promote_min_workgroups", 0))
+    wm, wn, tm, tn = next((c for c in fitting if (m // c[0]) * (n // c[1]) >= enough), fitting[-1])
+    kt = int(profile.get("matmul_promote_k", 16))
+    return Strategy((wm, wn, 0), (wm // tm, wn // tn, 0), True, (0, 0, 4), (0, tm), promote_k=kt)
+
+
+def _promotable(kind: OpKind, profile: dict, wm: int, wn: int, tm: int, tn: int) -> bool:
+    """Tiles divide the loops, K steps are whole vectors, and the threads fit the device's workgroup limits."""
     m, n, k = kind.ranges
-    wm, wn = (int(v) for v in wg)
+    kt = int(profile.get("matmul_promote_k", 16))
     if m % wm or n % wn or k % kt or kt % 4 or wm % tm or wn % tn or tn not in (1, 2, 4):
-        return None
-    threads = (wm // tm, wn // tn, 0)
+        return False
+    rows, cols = wm // tm, wn // tn
     max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
-    if threads[0] * threads[1] > int(profile.get("max_workgroup_invocations", 1024)) or threads[1] > max_size[0] \
-            or threads[0] > max_size[1]:
-        return None
-    return Strategy((wm, wn, 0), threads, True, (0, 0, 4), (0, tm), promote_k=kt)
+    return rows * cols <= int(profile.get("max_workgroup_invocations", 1024)) and cols <= max_size[0] \
+        and rows <= max_size[1]
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
