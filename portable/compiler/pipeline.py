@@ -11,8 +11,20 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from . import (barriers, coop_matrix, dispatch, gathers, plan, promotion, rewrites, split, split_k, strategy,
-               transform_script)
+from . import (
+    barriers,
+    coop_matrix,
+    dispatch,
+    gathers,
+    loop_registers,
+    plan,
+    promotion,
+    rewrites,
+    split,
+    split_k,
+    strategy,
+    transform_script,
+)
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
@@ -150,11 +162,13 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
+        # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
+        _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
         if any(s.promote_k for s in strategies):
-            _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
             promotion.hoist_accumulators(module)
-            _run(module, "builtin.module(canonicalize,cse)", "hoist-accumulators", dump)
+        loop_registers.carry_all(module)
         barriers.relax_barriers(module)
+        _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
         builder = plan.PlanBuilder(module, public_func(module))
         builder.build()
         if splits and len(builder.launches) != len(groups):

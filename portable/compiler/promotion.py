@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .dispatch import Group
 from .ir_util import find_ops, pop_marked
+from .loop_registers import carry_in_registers, defined_outside
 from .mlir import arith, ir, scf
 from .strategy import Strategy
 
@@ -113,87 +114,17 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
 
 
 # ---- after outlining ----------------------------------------------------------------------------------------
-def _inside(op: ir.Operation, loop: ir.Operation) -> bool:
-    p = op.parent
-    while p is not None:
-        if p == loop:
-            return True
-        p = p.parent
-    return False
-
-
-def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        owner = owner.owner
-    return not (owner == loop or _inside(owner, loop))
-
-
 def hoist_accumulators(module: ir.Module) -> None:
     """Run after outlining, on each PROMOTED_K loop: output-tile reads at loop-invariant positions whose only
     other use of the memref in the loop is the matching write at the end become loop-carried values (read before,
     written after the loop); the loop's barriers are marked as ordering workgroup memory only; the staging is
     software-pipelined (_prefetch)."""
     for loop in pop_marked(module.operation, "scf.for", PROMOTED_K):
-        loop = _hoist(loop)
+        loop = carry_in_registers(loop, across_barriers=True)
         # Its barriers publish and retire the workgroup tiles; the output tile is each thread's own.
         for op in find_ops(loop, ("gpu.barrier",)):
             op.attributes["address_spaces"] = ir.Attribute.parse("[#gpu.address_space<workgroup>]")
         _prefetch(loop)
-
-
-def _hoist(loop: ir.Operation) -> ir.Operation:
-    body = loop.regions[0].blocks[0]
-    ops = [op.operation for op in body.operations]
-    writes = [op for op in ops if op.name == "vector.transfer_write"]
-    pairs = []
-    for r in ops:
-        if r.name != "vector.transfer_read" or not all(_defined_outside(v, loop) for v in r.operands):
-            continue
-        n = len(r.operands) - 2  # source, indices..., padding (no mask: the tiles divide)
-        same = [w for w in writes if len(w.operands) == n + 2 and w.operands[1] == r.operands[0]
-                and all(a == b for a, b in zip(list(w.operands)[2:], list(r.operands)[1:1 + n]))
-                and w.operands[0].type == r.results[0].type]
-        if len(same) == 1:
-            pairs.append((r, same[0]))
-    if not pairs:
-        return loop
-    mems = [r.operands[0] for r, _ in pairs]
-    # Nothing else in the loop may touch those buffers (the other pairs are disjoint rows of one thread's tile).
-    others = []
-
-    def check(op):
-        if not any(op == r or op == w for r, w in pairs) and any(v == m for v in op.operands for m in mems):
-            others.append(op)
-        return ir.WalkResult.ADVANCE
-
-    for op in ops:
-        op.walk(check)
-    if others:
-        return loop
-    for r, _ in pairs:
-        r.move_before(loop)
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2], [r.results[0] for r, _ in pairs])
-    nbody = new.body
-    body.arguments[0].replace_all_uses_with(nbody.arguments[0])
-    for i, (r, _) in enumerate(pairs):
-        for use in list(r.results[0].uses):
-            if _inside(use.owner, loop):
-                use.owner.operands[use.operand_number] = nbody.arguments[1 + i]
-    with ir.InsertionPoint(nbody), loop.location:
-        yield_op = scf.YieldOp([w.operands[0] for _, w in pairs])
-    for op in ops:
-        if op.name == "scf.yield" or any(op == r or op == w for r, w in pairs):
-            continue
-        op.move_before(yield_op.operation)
-    after = new.operation
-    for i, (_, w) in enumerate(pairs):
-        w.move_after(after)
-        w.operands[0] = new.results[i]
-        after = w
-    loop.erase()
-    return new.operation
 
 
 def _slice(op: ir.Operation, body_ops: list) -> list:
@@ -237,7 +168,7 @@ def _prefetch(loop: ir.Operation) -> None:
         return "orkgroup" in str(v.type)
 
     reads = [o for o in ops if o.name == "vector.transfer_read" and not is_workgroup(o.operands[0])
-             and _defined_outside(o.operands[0], loop)]
+             and defined_outside(o.operands[0], loop)]
     stores = []
     for r in reads:
         users = [u.owner.operation for u in r.results[0].uses]
