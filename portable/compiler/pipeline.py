@@ -103,18 +103,22 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
 
 
 def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
-    """Run the transform script on the module, then drop it."""
-    dump("transform-script", script)
+    _transform(module, script, "tile-and-map", dump)
+    transform_script.hoist_step_barriers(module)
+
+
+def _transform(module: ir.Module, script: str, stage: str, dump: Dumper) -> None:
+    """Run a transform script on the module, then drop it."""
+    dump(f"{stage}-script", script)
     body = module.body
     for op in ir.Module.parse(script).body.operations:
         body.append(op.operation.clone())
     module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-    _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", "tile-and-map", dump)
+    _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", stage, dump)
     for op in list(module.body.operations):
         if op.operation.name == "transform.named_sequence":
             op.operation.erase()
     del module.operation.attributes["transform.with_named_sequence"]
-    transform_script.hoist_step_barriers(module)
 
 
 def public_func(module: ir.Module) -> ir.Operation:
@@ -166,6 +170,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
         if any(s.promote_k for s in strategies):
             promotion.hoist_accumulators(module)
+            _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
         loop_registers.carry_all(module)
         barriers.relax_barriers(module)
         _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
