@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .dispatch import Group
 from .ir_util import find_ops, pop_marked
-from .loop_registers import carry_in_registers, defined_outside
+from .loop_registers import carry_in_registers, constant_int, defined_outside
 from .mlir import arith, ir, scf
 from .strategy import Strategy
 
@@ -131,17 +131,11 @@ def hoist_accumulators(module: ir.Module) -> None:
         _prefetch(loop)
 
 
-def _constant(v: ir.Value) -> int | None:
-    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
-        return ir.IntegerAttr(v.owner.operation.attributes["value"]).value
-    return None
-
-
 def _mark_unroll(loop: ir.Operation) -> None:
     """The math over one K step (K step / 4 iterations of 4-wide reads): unrolled, its workgroup-memory reads
     can be issued ahead of the FMAs that wait on them. NVIDIA's Vulkan compiler left it a loop: matmul 4096 f32
     4.30 -> 3.96 ms with it unrolled (H200 timestamps, benchmarks/results/h200/gpu_time)."""
-    lb, ub, step = (_constant(v) for v in list(loop.operands)[:3])
+    lb, ub, step = (constant_int(v) for v in list(loop.operands)[:3])
     if None not in (lb, ub, step) and step > 0 and 1 < (ub - lb) // step <= 32:
         loop.attributes[UNROLL] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), (ub - lb) // step)
 
