@@ -48,6 +48,29 @@ def test_matmul_thread_tiles(device, tmp_path, tile):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,k,n,epilogue", [(64, 48, 128, True),   # tiles divide: 8x32 per thread, 2 float16
+                                             (98, 36, 96, False),   # 98 rows: the dividing tiles, 7x32
+                                             (56, 20, 48, True),    # 48 columns: 16 per thread, one float16
+                                             (1, 64, 512, False),   # one row: a 1-D vector<32> tile
+                                             (30, 10, 40, False)])  # no multiple of 16 divides 40: float4
+def test_matmul_rows_wider_than_a_vector(device, tmp_path, m, k, n, epilogue):
+    """OpenCL C profiles may hold a thread's matmul row in several float16 vectors (pocl.toml): each row and
+    column block of the register tile unrolled, N-D vectors of rows past 16 lanes split into slots."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    a, b, bias = g.input((m, k)), g.input((k, n)), g.input((n,))
+    y = g.matmul(a, b)
+    g.output(g.relu(g.add(y, bias)) if epilogue else y)
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], matmul_vector_width=16,
+                                    matmul_promote_tile=None)
+    if n % 16 == 0:
+        assert "float16" in exe.kernels[-1].opencl
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (n,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_split_k_gemv_with_epilogue(device, tmp_path):
     """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
     g = portable.Graph()

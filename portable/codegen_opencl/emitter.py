@@ -297,14 +297,39 @@ def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem,
 
 
 def _vector_load(em: Emitter, op) -> None:
-    n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], op.results[0].type)
+    vt = op.results[0].type
+    if nd.is_multi(vt):
+        em.bind(op.results[0], [em.declare(em.ct(vt), storage.vload(mem, n, idx))
+                                for n, mem, idx in _wide_access(em, op.operands[0], op.operands[1:], vt)])
+        return
+    n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], vt)
     em.define(op.results[0], storage.vload(mem, n, idx) if n else storage.load(mem, idx))
 
 
 def _vector_store(em: Emitter, op) -> None:
-    n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], op.operands[0].type)
+    vt = op.operands[0].type
+    if nd.is_multi(vt):
+        for x, (n, mem, idx) in zip(em.slots(op.operands[0]), _wide_access(em, op.operands[1], op.operands[2:], vt),
+                                    strict=True):
+            em.line(storage.vstore(mem, n, idx, x))
+        return
+    n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], vt)
     x = em.val(op.operands[0])
     em.line(storage.vstore(mem, n, idx, x) if n else storage.store(mem, idx, x))
+
+
+def _wide_access(em: Emitter, memref, indices, vt: ir.Type) -> list[tuple[int, Mem, str]]:
+    """A contiguous 1-D load/store wider than a C vector (vector<32xf32>): one access per slot of nd_vectors."""
+    if len([d for d in vt.shape if d != 1]) != 1:
+        raise UnsupportedOp(f"vector.load/store of the N-D vector {vt}")
+    n = T.lanes(nd.row_type(vt))
+    out = []
+    for k in range(0, T.lanes(vt), n):
+        mem, idx = em.address(memref, indices, k)
+        if mem.strides and mem.strides[-1] != 1:
+            raise UnsupportedOp("vector access to non-contiguous memory")
+        out.append((n, mem, idx))
+    return out
 
 
 def _alloc(em: Emitter, op) -> None:

@@ -81,7 +81,8 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
         if plain:
-            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1), promote_k=0)
+            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
+                                    root_col_split=(0, 0, 1), promote_k=0)
         strategies.append(s)
     dump("dispatch", module)
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),

@@ -21,6 +21,9 @@ class Strategy:
     root_k_tile: tuple[int, ...] = ()
     # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows).
     root_row_unroll: tuple[int, int] = (0, 1)
+    # Columns of a thread's matmul tile wider than one vector: (root loop index, vector width, vectors per row),
+    # each column block unrolled like the rows (width 0: one vector per row).
+    root_col_split: tuple[int, int, int] = (0, 0, 1)
     # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
     # combining partials through workgroup memory (0 = each thread reduces whole rows).
     reduce_threads: int = 0
@@ -105,7 +108,8 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
-        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations)
+        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
+                                                      _matmul_vector_width(profile))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -137,7 +141,10 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
-        return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
+        width = _matmul_vector_width(profile)
+        cols = per_thread[par[-1]]
+        col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
+        return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
 
 
@@ -167,11 +174,12 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
-def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
-                           invocations: int) -> tuple[list[int], list[int], list[int]]:
+def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], invocations: int,
+                           width: int) -> tuple[list[int], list[int], list[int]]:
     """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
-    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1; rows: the largest divisor up to
-    the profile's), and thread counts that divide what is left (not necessarily powers of two)."""
+    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1, or a multiple of the profile's
+    wider matmul vector width; rows: the largest divisor up to the profile's), and thread counts that divide
+    what is left (not necessarily powers of two)."""
     per = [1] * len(kind.ranges)
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
@@ -179,7 +187,8 @@ def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
     for j, d in enumerate(reversed(par[-3:])):
         r = kind.ranges[d]
         if j == 0:
-            per[d] = next(v for v in (4, 2, 1) if v <= max(per_thread[d], 1) and r % v == 0)
+            per[d] = next(v for v in range(max(per_thread[d], 1), 0, -1)
+                          if r % v == 0 and (v in (1, 2, 4) or (width > 4 and v % width == 0)))
         elif j == 1:
             per[d] = _largest_divisor(r, max(per_thread[d], 1))
         t = _largest_divisor(r // per[d], budget)
@@ -195,7 +204,15 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    return per_thread[par[-1]] in (1, 2, 4)
+    cols, width = per_thread[par[-1]], _matmul_vector_width(profile)
+    return cols in (1, 2, 4) or (width > 4 and cols % width == 0)
+
+
+def _matmul_vector_width(profile: dict) -> int:
+    """Widest vector of a matmul thread tile's row: 4 unless the profile asks for 8 or 16 (OpenCL C has them;
+    SPIR-V without the Vector16 capability does not), wider rows being held in several such vectors."""
+    width = int(profile.get("matmul_vector_width", 4))
+    return width if width in (8, 16) else 4
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose

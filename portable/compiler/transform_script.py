@@ -142,22 +142,39 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             # Only the matmul and its fill: an epilogue on the 2-d register tile would be n-d vector math,
             # which SPIR-V cannot express (no vector unrolling pass upstream); it stays scalar loops.
             handles = [f"%kt{k}"] + [h for h in handles[handles.index(root) + 1:]]
-            row_dim, rows = s.root_row_unroll
-            if rows > 1:
-                # One row of the thread tile per copy, unrolled: each row's accumulator is then hoisted on its
-                # own as a 1-d vector (SPIR-V has no 2-d vectors, and no upstream pass splits them).
-                rts = ", ".join("1" if i == row_dim else "0" for i in range(len(s.root_k_tile)))
-                emit(f"    %rt{k}, %rl{k} = transform.structured.tile_using_for %kt{k} tile_sizes [{rts}] "
-                     f": ({any_op}) -> ({any_op}, {any_op})")
-                emit(f"    transform.loop.unroll %rl{k} {{factor = {rows}}} : {any_op}")
-                emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} '
-                     f": ({any_op}) -> {any_op}")
+            if s.root_row_unroll[1] > 1 or s.root_col_split[2] > 1:
+                _unroll_register_tile(emit, k, s)
                 handles[0] = f"%ku{k}"
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
         for h in handles:
             emit(f"    transform.structured.vectorize {h} : {any_op}")
         if s.root_k_tile:
             register_accumulators(emit, cont, f"%kl{k}")
+
+
+def _unroll_register_tile(emit, k: int, s: Strategy) -> None:
+    """One row of the thread tile per copy, unrolled: each row's accumulator is then hoisted on its own as a
+    1-d vector (SPIR-V has no 2-d vectors, and no upstream pass splits them). Rows wider than a vector are
+    split into column blocks of one vector each, unrolled the same way (inner loop first: unrolling the
+    outer one first would leave the handle on one copy of the inner loop)."""
+    any_op = "!transform.any_op"
+    row_dim, rows = s.root_row_unroll
+    col_dim, width, cols = s.root_col_split
+    sizes = ["0"] * len(s.root_k_tile)
+    loops = []
+    if rows > 1:
+        sizes[row_dim] = "1"
+        loops.append((row_dim, rows))
+    if cols > 1:
+        sizes[col_dim] = str(width)
+        loops.append((col_dim, cols))
+    loops.sort()
+    names = [f"%rl{k}_{i}" for i in range(len(loops))] if len(loops) > 1 else [f"%rl{k}"]
+    emit(f"    %rt{k}, {', '.join(names)} = transform.structured.tile_using_for %kt{k} tile_sizes [{', '.join(sizes)}] "
+         f": ({any_op}) -> ({', '.join([any_op] * (len(loops) + 1))})")
+    for name, (_, factor) in reversed(list(zip(names, loops))):
+        emit(f"    transform.loop.unroll {name} {{factor = {factor}}} : {any_op}")
+    emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} : ({any_op}) -> {any_op}')
 
 
 def register_accumulators(emit, container: str, k_loop: str) -> None:
