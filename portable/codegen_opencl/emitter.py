@@ -299,7 +299,7 @@ def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem,
 def _vector_load(em: Emitter, op) -> None:
     vt = op.results[0].type
     if nd.is_multi(vt):
-        em.bind(op.results[0], [em.declare(em.ct(vt), storage.vload(mem, n, idx))
+        em.bind(op.results[0], [em.declare(em.slot_type(vt), storage.vload(mem, n, idx))
                                 for n, mem, idx in _wide_access(em, op.operands[0], op.operands[1:], vt)])
         return
     n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], vt)

@@ -31,6 +31,9 @@ class Strategy:
     coop: tuple[int, int] | None = None
     # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
     promote_k: int = 0
+    # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
+    # tile a register accumulator across them (transform_script._conv_taps).
+    root_taps: bool = False
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
@@ -86,6 +89,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
+    conv = _vector_conv(kind, root, profile, invocations)
+    if conv is not None:
+        return conv
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
         tm, tn = profile.get("thread_tile", (4, 4))
@@ -168,6 +174,27 @@ def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strate
             or threads[0] > max_size[1]:
         return None
     return Strategy((wm, wn, 0), threads, True, (0, 0, 4), (0, tm), promote_k=kt)
+
+
+def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: int) -> Strategy | None:
+    """A channelwise (depthwise) convolution as register tiles where the profile asks for it
+    (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (width,
+    channels), tiles that divide every loop (static vectors), and accumulates them in registers over the
+    window taps (`root_taps`). Each tap reads rows of channels, contiguous in NHWC."""
+    if not profile.get("conv_vector_taps") or not profile.get("vectorize") or root is None or \
+            root.kind != "conv" or not root.channelwise:
+        return None
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    if kind.kind != "conv" or len(par) < 3 or "reduction" not in root.iterators:
+        return None
+    per_thread = [1] * len(kind.ranges)
+    per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, _matmul_vector_width(profile))
+    if per[par[-1]] == 1:
+        return None  # one channel per thread: the vectors would run along the width, strided
+    for d in par[:-3]:
+        tile[d] = 1
+    return Strategy(tuple(tile), tuple(threads), True, root_taps=True)
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

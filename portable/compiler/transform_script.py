@@ -130,7 +130,9 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
         emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
         cont = f"%tc{k}_{j}"
-    if s.vectorize:
+    if s.vectorize and s.root_taps:
+        _conv_taps(emit, g, s, cont, [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, nfused + 1)])
+    elif s.vectorize:
         handles = [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, nfused + 1)]
         if s.root_k_tile:
             # The root (matmul) gets a K loop of static steps; its accumulator is then hoisted into
@@ -150,6 +152,35 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             emit(f"    transform.structured.vectorize {h} : {any_op}")
         if s.root_k_tile:
             register_accumulators(emit, cont, f"%kl{k}")
+
+
+def _conv_taps(emit, g: Group, s: Strategy, container: str, handles: list[str]) -> None:
+    """A direct convolution's thread tile: its window loops stepped one tap at a time; with those unit loops
+    folded away each step is an elementwise multiply-add of an input tile by a filter row (broadcast), which
+    vectorizes; the output tile's read/write, invariant across the taps, then becomes a register accumulator
+    (hoisted from the innermost tap loop outwards)."""
+    any_op = "!transform.any_op"
+    k = g.index
+    ri = handles.index(f"%tp{k}_{len(g.consumers)}") if g.consumers else 0
+    window = [i for i, it in enumerate(g.kind.iterators) if it == "reduction"]
+    sizes = ", ".join("1" if i in window else "0" for i in range(len(g.kind.iterators)))
+    loops = [f"%cl{k}_{i}" for i in range(len(window))]
+    emit(f"    %ct{k}, {', '.join(loops)} = transform.structured.tile_using_for {handles[ri]} tile_sizes [{sizes}] "
+         f": ({any_op}) -> ({', '.join([any_op] * (len(loops) + 1))})")
+    handles[ri] = f"%ct{k}"
+    emit(f"    transform.apply_patterns to {container} {{")
+    emit("      transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    for h in handles:
+        emit(f"    transform.structured.vectorize {h} : {any_op}")
+    emit(f"    transform.apply_patterns to {container} {{")
+    emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    for loop in reversed(loops):
+        emit(f"    transform.apply_licm to {loop} : {any_op}")
+        emit(f"    transform.loop.hoist_loop_invariant_subsets {loop} : {any_op}")
 
 
 def _unroll_register_tile(emit, k: int, s: Strategy) -> None:
