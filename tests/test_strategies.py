@@ -132,6 +132,19 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_min_workgroups_spreads_a_small_grid(device, tmp_path):
+    """CPU drivers run a workgroup per core: a matrix-vector product's grid gets fewer threads per workgroup
+    until it has min_workgroups of them."""
+    g = portable.Graph()
+    g.output(g.matmul(g.input((1, 96)), g.input((96, 512))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, min_workgroups=8, reduction_threads=0)
+    grid = exe.dispatches[0].grid
+    assert grid[0] * grid[1] * grid[2] >= 8
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((1, 96)).astype(np.float32), rng.standard_normal((96, 512)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_split_k_gemv_with_epilogue(device, tmp_path):
     """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
     g = portable.Graph()

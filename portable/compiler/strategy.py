@@ -135,6 +135,7 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
+    _spread_over_workgroups(kind, par, tile, threads, per_thread, int(profile.get("min_workgroups", 0)))
     promoted = _promoted_matmul(kind, root, profile)
     if promoted is not None:
         return promoted
@@ -152,6 +153,24 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+
+
+def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],
+                            least: int) -> None:
+    """Fewer threads per workgroup (innermost loop first) until the grid has `least` workgroups: a CPU driver runs
+    one workgroup per core at a time, so a grid of one workgroup (a matrix-vector product's 2048 outputs) would
+    leave cores idle. Tiles that divided their loop still do."""
+    def groups() -> int:
+        n = 1
+        for d in par:
+            n *= -(-kind.ranges[d] // tile[d]) if tile[d] else 1
+        return n
+
+    for d in reversed(par[-3:]):
+        while groups() < least and threads[d] > 1:
+            p = next(f for f in range(2, threads[d] + 1) if threads[d] % f == 0)
+            threads[d] //= p
+            tile[d] = threads[d] * per_thread[d]
 
 
 def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
