@@ -132,6 +132,26 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape,pads,dtype", [((1, 13, 9, 32), ((0, 0), (1, 2), (1, 1), (0, 0)), np.float32),
+                                              ((2, 5, 6), ((1, 0), (0, 3), (0, 0)), np.float16),
+                                              ((3, 7), ((0, 0), (2, 1)), np.float32),      # padded innermost: gather
+                                              ((4, 6), ((1, 1), (0, 0)), np.int32)])       # not marked: scalar
+def test_vectorized_pad(device, tmp_path, shape, pads, dtype):
+    """Float pads as vector reads along the innermost loop (vectorize_gathers, pocl.toml): unpadded dims read
+    unchecked, padded ones clamped and selected; a padded innermost dim becomes a vector.gather."""
+    if not device.startswith("opencl"):
+        pytest.skip("vectorize_gathers is an OpenCL profile key (its vector.gather lowering is OpenCL C)")
+    g = portable.Graph()
+    x = g.input(shape, dtype=np.dtype(dtype).name)
+    g.output(g.pad(x, pads, value=1.5 if dtype != np.int32 else 3))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, vectorize_gathers=True,
+                                    elementwise_per_thread=4)
+    if dtype == np.float32 and pads[-1] == (0, 0):
+        assert "vload4" in exe.kernels[0].opencl
+    xs = (np.random.default_rng(2).standard_normal(shape) * 4).astype(dtype)
+    np.testing.assert_array_equal(loaded(xs)[0], g.reference(xs)[0])
+
+
 def test_min_workgroups_spreads_a_small_grid(device, tmp_path):
     """CPU drivers run a workgroup per core: a matrix-vector product's grid gets fewer threads per workgroup
     until it has min_workgroups of them."""

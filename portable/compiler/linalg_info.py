@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .gathers import VECTOR_GATHER
 from .mlir import ir
 
 
@@ -77,6 +78,8 @@ class OpKind:
     # Convolutions: the input is read along the output's innermost loop (depthwise: channels stay channels),
     # with unit strides and dilations (each input index a loop or a sum of two).
     channelwise: bool = False
+    # A gather marked for vector loads (gathers.VECTOR_GATHER): a pad whose unpadded dims read unchecked.
+    vector_gather: bool = False
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -131,4 +134,5 @@ def classify(op: ir.Operation) -> OpKind:
         channelwise = isinstance(x_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
             ir.AffineDimExpr(x_last).position == ir.AffineDimExpr(o_last).position and \
             all(_unit_window(e) for e in maps[0].results)
-    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise)
+    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
+                  VECTOR_GATHER in op.attributes)

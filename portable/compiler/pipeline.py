@@ -133,7 +133,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
-        rewrites.apply(public_func(module))
+        rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a

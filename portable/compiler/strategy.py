@@ -92,6 +92,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     conv = _vector_conv(kind, root, profile, invocations)
     if conv is not None:
         return conv
+    gathers = _vector_gathers(kind, root, par, profile, invocations)
+    if gathers is not None:
+        return gathers
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
         tm, tn = profile.get("thread_tile", (4, 4))
@@ -214,6 +217,25 @@ def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: 
     for d in par[:-3]:
         tile[d] = 1
     return Strategy(tuple(tile), tuple(threads), True, root_taps=True)
+
+
+def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: dict,
+                    invocations: int) -> Strategy | None:
+    """A gather marked vectorizable (a float pad, gathers.VECTOR_GATHER) vectorized along its innermost loop
+    where the profile asks for it (`vectorize_gathers`): `elementwise_per_thread` lanes per thread there, one
+    element of every other loop, tiles that divide every loop (static vectors); its read along that loop
+    becomes a vector load."""
+    if not (profile.get("vectorize_gathers") and profile.get("vectorize") and kind.kind == "elementwise"
+            and root is not None and root.vector_gather and par and len(par) == len(kind.ranges)):
+        return None
+    per_thread = [1] * len(kind.ranges)
+    per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, 4)
+    if per[par[-1]] not in (2, 4):
+        return None
+    for d in par[:-3]:
+        tile[d] = 1
+    return Strategy(tuple(tile), tuple(threads), True)
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

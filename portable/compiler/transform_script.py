@@ -148,8 +148,10 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
                 _unroll_register_tile(emit, k, s)
                 handles[0] = f"%ku{k}"
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+        # Reads by index (gathers): a contiguous read along the vector becomes a vector load.
+        extract = " {vectorize_nd_extract}" if g.kind.gathers else ""
         for h in handles:
-            emit(f"    transform.structured.vectorize {h} : {any_op}")
+            emit(f"    transform.structured.vectorize {h}{extract} : {any_op}")
         if s.root_k_tile:
             register_accumulators(emit, cont, f"%kl{k}")
 
