@@ -62,7 +62,7 @@ def test_matmul_rows_wider_than_a_vector(device, tmp_path, m, k, n, epilogue):
     a, b, bias = g.input((m, k)), g.input((k, n)), g.input((n,))
     y = g.matmul(a, b)
     g.output(g.relu(g.add(y, bias)) if epilogue else y)
-    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], matmul_vector_width=16,
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], max_vector_width=16,
                                     matmul_promote_tile=None)
     if n % 16 == 0:
         assert "float16" in exe.kernels[-1].opencl
@@ -114,7 +114,7 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
         pytest.skip("register tiles of 2-D vectors are an OpenCL C strategy (SPIR-V has no 2-D vectors)")
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), vectorize=True, thread_tile=[8, 32],
-                matmul_vector_width=16, conv_vector_taps=True)
+                max_vector_width=16, conv_vector_taps=True)
     exe = compile_module(_depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
     rng = np.random.default_rng(6)
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
@@ -150,6 +150,25 @@ def test_vectorized_pad(device, tmp_path, shape, pads, dtype):
         assert "vload4" in exe.kernels[0].opencl
     xs = (np.random.default_rng(2).standard_normal(shape) * 4).astype(dtype)
     np.testing.assert_array_equal(loaded(xs)[0], g.reference(xs)[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64"])
+def test_elementwise_sixteen_lanes(device, tmp_path, dtype):
+    """elementwise_per_thread 16 with max_vector_width 16 (pocl.toml): 16-lane C vectors of each element type."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    a, b = g.input((8, 256), dtype=dtype), g.input((8, 256), dtype=dtype)
+    y = g.maximum(g.add(a, b), g.mul(a, b))
+    g.output(g.tanh(y) if dtype.startswith("float") else g.cast(y, "float32"))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, elementwise_per_thread=16,
+                                    max_vector_width=16)
+    assert "vload16(" in exe.kernels[0].opencl or "vload_half16(" in exe.kernels[0].opencl
+    rng = np.random.default_rng(12)
+    xs = [(rng.standard_normal((8, 256)) * 5).astype(dtype) for _ in range(2)]
+    tol = 2e-3 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(loaded(*xs)[0].astype(np.float32), g.reference(*xs)[0].astype(np.float32),
+                               rtol=tol, atol=tol)
 
 
 def test_min_workgroups_spreads_a_small_grid(device, tmp_path):

@@ -118,7 +118,7 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
         per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
-                                                      _matmul_vector_width(profile))
+                                                      _vector_width(profile))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -151,7 +151,7 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
-        width = _matmul_vector_width(profile)
+        width = _vector_width(profile)
         cols = per_thread[par[-1]]
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
@@ -211,7 +211,7 @@ def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: 
         return None
     per_thread = [1] * len(kind.ranges)
     per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in profile.get("thread_tile", (4, 4)))
-    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, _matmul_vector_width(profile))
+    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, _vector_width(profile))
     if per[par[-1]] == 1:
         return None  # one channel per thread: the vectors would run along the width, strided
     for d in par[:-3]:
@@ -272,27 +272,28 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    cols, width = per_thread[par[-1]], _matmul_vector_width(profile)
+    cols, width = per_thread[par[-1]], _vector_width(profile)
     return cols in (1, 2, 4) or (width > 4 and cols % width == 0)
 
 
-def _matmul_vector_width(profile: dict) -> int:
-    """Widest vector of a matmul thread tile's row: 4 unless the profile asks for 8 or 16 (OpenCL C has them;
-    SPIR-V without the Vector16 capability does not), wider rows being held in several such vectors."""
-    width = int(profile.get("matmul_vector_width", 4))
+def _vector_width(profile: dict) -> int:
+    """Widest vector of a thread's row (matmul tile rows, elementwise runs): 4 unless the profile asks for 8 or
+    16 (OpenCL C has them; SPIR-V without the Vector16 capability does not); wider matmul rows are held in
+    several such vectors."""
+    width = int(profile.get("max_vector_width", 4))
     return width if width in (8, 16) else 4
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
     innermost per-thread extent is a vector width the targets have (2 or 4; SPIR-V has no wider vectors
-    without the Vector16 capability)."""
+    without the Vector16 capability; 8 or 16 where the profile's max_vector_width allows)."""
     if not profile.get("vectorize", False) or kind.kind != "elementwise" or kind.gathers:
         return False
     if any(it != "parallel" for it in kind.iterators) or any(t == 0 for t in tile):
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    return per_thread[-1] in (2, 4)
+    return per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(profile))
 
 
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:
