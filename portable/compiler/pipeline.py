@@ -119,6 +119,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
     global COMPILE_COUNT
     COMPILE_COUNT += 1
     ghash = cache.key(text, profile, targets)
+    profile = strategy.for_targets(profile, targets)
     dump = Dumper(ghash)
     with ir.Context(), ir.Location.unknown():
         try:

@@ -53,6 +53,18 @@ class Strategy:
         return (n, 1, 1)
 
 
+# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors, lane-wise gathers).
+OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False, "vectorize_gathers": False}
+
+
+def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
+    """The profile as the compile for `targets` reads it: with SPIR-V among them, keys that only OpenCL C can
+    carry out are off (one strategy serves every target of an executable)."""
+    if "vulkan" not in targets or not any(profile.get(k) for k in OPENCL_ONLY):
+        return profile
+    return dict(profile, **OPENCL_ONLY)
+
+
 def _pow2_at_most(n: int) -> int:
     p = 1
     while p * 2 <= n:
