@@ -176,11 +176,29 @@ def test_min_workgroups_spreads_a_small_grid(device, tmp_path):
     until it has min_workgroups of them."""
     g = portable.Graph()
     g.output(g.matmul(g.input((1, 96)), g.input((96, 512))))
-    exe, loaded = _compile_and_load(g, device, tmp_path, min_workgroups=8, reduction_threads=0)
+    exe, loaded = _compile_and_load(g, device, tmp_path, min_workgroups=8, reduction_threads=0,
+                                    matmul_short_rows_widen=False)
     grid = exe.dispatches[0].grid
     assert grid[0] * grid[1] * grid[2] >= 8
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal((1, 96)).astype(np.float32), rng.standard_normal((96, 512)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 200, 1024), (3, 40, 96), (2, 17, 50)])
+def test_short_rows_widen_columns(device, tmp_path, m, k, n):
+    """matmul_short_rows_widen (pocl.toml): fewer rows than the thread tile give the spare accumulators to
+    columns (a matrix-vector product: 1x256 per thread, sixteen float16)."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    g.output(g.matmul(g.input((m, k)), g.input((k, n))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], max_vector_width=16,
+                                    matmul_short_rows_widen=True, matmul_promote_tile=None)
+    if m == 1:
+        assert exe.kernels[0].opencl.count("vstore16(") == 2 * 16  # the fill's zeros, then the result
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
 
 

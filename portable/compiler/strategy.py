@@ -111,6 +111,10 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
         tm, tn = profile.get("thread_tile", (4, 4))
         per_thread[par[-2]], per_thread[par[-1]] = tm, tn
+        rows = kind.ranges[par[-2]]
+        if kind.kind == "matmul" and profile.get("matmul_short_rows_widen") and rows < tm:
+            # Fewer rows than the thread tile (a matrix-vector product): the spare accumulators take columns.
+            per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
     tile = [0] * len(kind.ranges)
