@@ -48,6 +48,160 @@ def test_matmul_thread_tiles(device, tmp_path, tile):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,k,n,epilogue", [(64, 48, 128, True),   # tiles divide: 8x32 per thread, 2 float16
+                                             (98, 36, 96, False),   # 98 rows: the dividing tiles, 7x32
+                                             (56, 20, 48, True),    # 48 columns: 16 per thread, one float16
+                                             (1, 64, 512, False),   # one row: a 1-D vector<32> tile
+                                             (30, 10, 40, False)])  # no multiple of 16 divides 40: float4
+def test_matmul_rows_wider_than_a_vector(device, tmp_path, m, k, n, epilogue):
+    """OpenCL C profiles may hold a thread's matmul row in several float16 vectors (pocl.toml): each row and
+    column block of the register tile unrolled, N-D vectors of rows past 16 lanes split into slots."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    a, b, bias = g.input((m, k)), g.input((k, n)), g.input((n,))
+    y = g.matmul(a, b)
+    g.output(g.relu(g.add(y, bias)) if epilogue else y)
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], max_vector_width=16,
+                                    matmul_promote_tile=None)
+    if n % 16 == 0:
+        assert "float16" in exe.kernels[-1].opencl
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (n,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
+def _depthwise_mlir(n, h, w, c, stride, relu):
+    """3x3 depthwise NHWC, padding 1, optional bias + ReLU epilogue (the linalg a frontend produces)."""
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    x, xp = f"tensor<{n}x{h}x{w}x{c}xf32>", f"tensor<{n}x{h + 2}x{w + 2}x{c}xf32>"
+    out = f"tensor<{n}x{oh}x{ow}x{c}xf32>"
+    epilogue = f"""
+    %e = tensor.empty() : {out}
+    %y = linalg.generic {{indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (d)>,
+        affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+        ins(%r, %b : {out}, tensor<{c}xf32>) outs(%e : {out}) {{
+    ^bb0(%v: f32, %bv: f32, %o: f32):
+      %s = arith.addf %v, %bv : f32
+      %m = arith.maximumf %s, %zero : f32
+      linalg.yield %m : f32
+    }} -> {out}""" if relu else ""
+    return f"""module {{
+  func.func @main(%x: {x}, %w: tensor<3x3x{c}xf32>, %b: tensor<{c}xf32>) -> {out} {{
+    %zero = arith.constant 0.0 : f32
+    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : f32
+    }} : {x} to {xp}
+    %empty = tensor.empty() : {out}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
+    %r = linalg.depthwise_conv_2d_nhwc_hwc
+      {{dilations = dense<1> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}}
+      ins(%xp, %w : {xp}, tensor<3x3x{c}xf32>) outs(%acc : {out}) -> {out}{epilogue}
+    return {"%y" if relu else "%r"} : {out}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("n,h,w,c,stride,relu", [(1, 16, 16, 32, 1, False), (2, 9, 13, 24, 1, True),
+                                                 (1, 11, 10, 48, 2, True), (1, 7, 5, 3, 1, False)])
+def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu):
+    """Depthwise convolutions as register tiles over the window taps (conv_vector_taps, pocl.toml): channel
+    rows of 32 (two float16) and 4 (24 channels); batch; a fused bias + ReLU epilogue. Stride 2, and odd channel
+    counts (vectors would run along the width), keep the scalar loops."""
+    if not device.startswith("opencl"):
+        pytest.skip("register tiles of 2-D vectors are an OpenCL C strategy (SPIR-V has no 2-D vectors)")
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), vectorize=True, thread_tile=[8, 32],
+                max_vector_width=16, conv_vector_taps=True)
+    exe = compile_module(_depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    wt, b = rng.standard_normal((3, 3, c)).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    ref = sum(xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride] * wt[i, j]
+              for i in range(3) for j in range(3))
+    if relu:
+        ref = np.maximum(ref + b, 0)
+    # The taps strategy (unit strides): vector rows of channels, accumulated through the window loops.
+    assert ("vload" in exe.kernels[-1].opencl) == (stride == 1 and c % 2 == 0)
+    exe.save(tmp_path / "dw.ptx")
+    out = portable.load(tmp_path / "dw.ptx", device=device)(x, wt, b)[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,pads,dtype", [((1, 13, 9, 32), ((0, 0), (1, 2), (1, 1), (0, 0)), np.float32),
+                                              ((2, 5, 6), ((1, 0), (0, 3), (0, 0)), np.float16),
+                                              ((3, 7), ((0, 0), (2, 1)), np.float32),      # padded innermost: gather
+                                              ((4, 6), ((1, 1), (0, 0)), np.int32)])       # not marked: scalar
+def test_vectorized_pad(device, tmp_path, shape, pads, dtype):
+    """Float pads as vector reads along the innermost loop (vectorize_gathers, pocl.toml): unpadded dims read
+    unchecked, padded ones clamped and selected; a padded innermost dim becomes a vector.gather."""
+    if not device.startswith("opencl"):
+        pytest.skip("vectorize_gathers is an OpenCL profile key (its vector.gather lowering is OpenCL C)")
+    g = portable.Graph()
+    x = g.input(shape, dtype=np.dtype(dtype).name)
+    g.output(g.pad(x, pads, value=1.5 if dtype != np.int32 else 3))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, vectorize_gathers=True,
+                                    elementwise_per_thread=4)
+    if dtype == np.float32 and pads[-1] == (0, 0):
+        assert "vload4" in exe.kernels[0].opencl
+    xs = (np.random.default_rng(2).standard_normal(shape) * 4).astype(dtype)
+    np.testing.assert_array_equal(loaded(xs)[0], g.reference(xs)[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64"])
+def test_elementwise_sixteen_lanes(device, tmp_path, dtype):
+    """elementwise_per_thread 16 with max_vector_width 16 (pocl.toml): 16-lane C vectors of each element type."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    a, b = g.input((8, 256), dtype=dtype), g.input((8, 256), dtype=dtype)
+    y = g.maximum(g.add(a, b), g.mul(a, b))
+    g.output(g.tanh(y) if dtype.startswith("float") else g.cast(y, "float32"))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, elementwise_per_thread=16,
+                                    max_vector_width=16)
+    assert "vload16(" in exe.kernels[0].opencl or "vload_half16(" in exe.kernels[0].opencl
+    rng = np.random.default_rng(12)
+    xs = [(rng.standard_normal((8, 256)) * 5).astype(dtype) for _ in range(2)]
+    tol = 2e-3 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(loaded(*xs)[0].astype(np.float32), g.reference(*xs)[0].astype(np.float32),
+                               rtol=tol, atol=tol)
+
+
+def test_min_workgroups_spreads_a_small_grid(device, tmp_path):
+    """CPU drivers run a workgroup per core: a matrix-vector product's grid gets fewer threads per workgroup
+    until it has min_workgroups of them."""
+    g = portable.Graph()
+    g.output(g.matmul(g.input((1, 96)), g.input((96, 512))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, min_workgroups=8, reduction_threads=0,
+                                    matmul_short_rows_widen=False)
+    grid = exe.dispatches[0].grid
+    assert grid[0] * grid[1] * grid[2] >= 8
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((1, 96)).astype(np.float32), rng.standard_normal((96, 512)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 200, 1024), (3, 40, 96), (2, 17, 50)])
+def test_short_rows_widen_columns(device, tmp_path, m, k, n):
+    """matmul_short_rows_widen (pocl.toml): fewer rows than the thread tile give the spare accumulators to
+    columns (a matrix-vector product: 1x256 per thread, sixteen float16)."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    g.output(g.matmul(g.input((m, k)), g.input((k, n))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[8, 32], max_vector_width=16,
+                                    matmul_short_rows_widen=True, matmul_promote_tile=None)
+    if m == 1:
+        assert exe.kernels[0].opencl.count("vstore16(") == 2 * 16  # the fill's zeros, then the result
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_split_k_gemv_with_epilogue(device, tmp_path):
     """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
     g = portable.Graph()

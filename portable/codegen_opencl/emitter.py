@@ -297,14 +297,57 @@ def _vector_access(em: Emitter, memref, indices, vt: ir.Type) -> tuple[int, Mem,
 
 
 def _vector_load(em: Emitter, op) -> None:
-    n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], op.results[0].type)
+    vt = op.results[0].type
+    if nd.is_multi(vt):
+        em.bind(op.results[0], [em.declare(em.slot_type(vt), storage.vload(mem, n, idx))
+                                for n, mem, idx in _wide_access(em, op.operands[0], op.operands[1:], vt)])
+        return
+    n, mem, idx = _vector_access(em, op.operands[0], op.operands[1:], vt)
     em.define(op.results[0], storage.vload(mem, n, idx) if n else storage.load(mem, idx))
 
 
 def _vector_store(em: Emitter, op) -> None:
-    n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], op.operands[0].type)
+    vt = op.operands[0].type
+    if nd.is_multi(vt):
+        for x, (n, mem, idx) in zip(em.slots(op.operands[0]), _wide_access(em, op.operands[1], op.operands[2:], vt),
+                                    strict=True):
+            em.line(storage.vstore(mem, n, idx, x))
+        return
+    n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], vt)
     x = em.val(op.operands[0])
     em.line(storage.vstore(mem, n, idx, x) if n else storage.store(mem, idx, x))
+
+
+def _vector_gather(em: Emitter, op) -> None:
+    """vector.gather of a 1-D vector: lane i reads the element at the base position plus index lane i (an offset
+    in the contiguous buffer), where its mask lane is set, else the pass-through lane."""
+    base, rt = op.operands[0], op.results[0].type
+    rank = base.type.rank
+    index_vec, mask, passthru = op.operands[1 + rank:4 + rank]
+    if nd.is_multi(rt) or T.width(rt) == 0:
+        raise UnsupportedOp(f"vector.gather into {rt}")
+    mem, idx = em.address(base, op.operands[1:1 + rank])
+    if mem.strides and mem.strides[-1] != 1:
+        raise UnsupportedOp("vector.gather from non-contiguous memory")
+    lanes = []
+    for i, m, p in zip(nd.lanes_of(em, index_vec), nd.lanes_of(em, mask), nd.lanes_of(em, passthru), strict=True):
+        x = storage.load(mem, f"{idx} + {i}")
+        lanes.append(x if m == "-1" else f"({m} ? {x} : {p})")
+    em.define(op.results[0], f"({em.ct(rt)})({', '.join(lanes)})")
+
+
+def _wide_access(em: Emitter, memref, indices, vt: ir.Type) -> list[tuple[int, Mem, str]]:
+    """A contiguous 1-D load/store wider than a C vector (vector<32xf32>): one access per slot of nd_vectors."""
+    if len([d for d in vt.shape if d != 1]) != 1:
+        raise UnsupportedOp(f"vector.load/store of the N-D vector {vt}")
+    n = T.lanes(nd.row_type(vt))
+    out = []
+    for k in range(0, T.lanes(vt), n):
+        mem, idx = em.address(memref, indices, k)
+        if mem.strides and mem.strides[-1] != 1:
+            raise UnsupportedOp("vector access to non-contiguous memory")
+        out.append((n, mem, idx))
+    return out
 
 
 def _alloc(em: Emitter, op) -> None:
@@ -349,6 +392,7 @@ _STATEMENTS: dict[str, Callable[[Emitter, object], None]] = {
     "memref.store": _store,
     "vector.load": _vector_load,
     "vector.store": _vector_store,
+    "vector.gather": _vector_gather,
     "memref.alloc": _alloc,
     "memref.alloca": _alloc,
     "gpu.barrier": _barrier,

@@ -19,12 +19,22 @@ _NOT_ELEMENTWISE = {"arith.constant", "ub.poison"}
 
 
 def is_multi(t: ir.Type) -> bool:
-    return isinstance(t, ir.VectorType) and sum(d != 1 for d in t.shape) >= 2
+    """More than one C vector: two non-unit dims, or one wider than OpenCL's widest vector (16 lanes)."""
+    if not isinstance(t, ir.VectorType):
+        return False
+    dims = [d for d in t.shape if d != 1]
+    return len(dims) >= 2 or (len(dims) == 1 and dims[0] > _WIDEST)
+
+
+_WIDEST = max(T.VECTOR_WIDTHS)
 
 
 def row_type(t: ir.Type) -> ir.Type:
-    """The 1-D type of one row of an N-D vector type: its innermost non-unit dimension."""
+    """The 1-D type of one slot of an N-D vector type: its innermost non-unit dimension, or past 16 lanes the
+    widest C vector width that divides it (a register tile row of 32 floats is two float16 slots)."""
     inner = [d for d in t.shape if d != 1][-1]
+    if inner > _WIDEST:
+        inner = next((w for w in sorted(T.VECTOR_WIDTHS, reverse=True) if inner % w == 0), inner)
     rt = ir.VectorType.get([inner], t.element_type, loc=ir.Location.unknown(t.context))
     T.width(rt)  # raises for rows that are not OpenCL vector widths
     return rt

@@ -45,8 +45,15 @@ def _static(values: list[int], what: str) -> list[int]:
     return values
 
 
-def pad_to_generic(pad: ir.Operation) -> None:
-    """tensor.pad with static sizes -> read the source in bounds, else the pad value."""
+VECTOR_GATHER = "portable.vector_gather"  # a gather whose reads may become vector loads (strategy._vector_gathers)
+
+
+def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
+    """tensor.pad with static sizes -> read the source in bounds, else the pad value. `vectorizable` (a profile
+    that vectorizes gathers asks for it): a float pad's unpadded dims read at the output index itself,
+    unchecked, so a vectorizer sees a contiguous read along them; the generic is marked VECTOR_GATHER."""
+    exact_unpadded = vectorizable and isinstance(ir.RankedTensorType(pad.results[0].type).element_type,
+                                                  (ir.F32Type, ir.F16Type))
     src = pad.operands[0]
     src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(pad.results[0].type)
     if not (src_t.has_static_shape and out_t.has_static_shape):
@@ -62,13 +69,18 @@ def pad_to_generic(pad: ir.Operation) -> None:
             pv = pad_value
         inb, idxs = None, []
         for d in range(out_t.rank):
+            if exact_unpadded and low[d] == 0 and src_t.shape[d] == out_t.shape[d]:
+                idxs.append(i[d])
+                continue
             ok, j = _clamped(arith.SubIOp(i[d], _idx(low[d])).result, src_t.shape[d])
             inb = ok if inb is None else arith.AndIOp(inb, ok).result
             idxs.append(j)
         v = tensor.ExtractOp(src, idxs).result
         return arith.SelectOp(inb, v, pv).result if inb is not None else v
 
-    _gather_generic(pad, out_t, body)
+    gen = _gather_generic(pad, out_t, body)
+    if exact_unpadded:
+        ir.OpResult(gen).owner.attributes[VECTOR_GATHER] = ir.UnitAttr.get()
 
 
 def concat_to_generic(op: ir.Operation) -> None:

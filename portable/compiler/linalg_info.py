@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .gathers import VECTOR_GATHER
 from .mlir import ir
 
 
@@ -74,6 +75,11 @@ class OpKind:
     gathers: bool = False  # the body reads other tensors with tensor.extract (no vectorization for these)
     # Matmuls: the second input is read along the output's innermost loop, (k, n) rather than (n, k).
     contiguous_b: bool = False
+    # Convolutions: the input is read along the output's innermost loop (depthwise: channels stay channels),
+    # with unit strides and dilations (each input index a loop or a sum of two).
+    channelwise: bool = False
+    # A gather marked for vector loads (gathers.VECTOR_GATHER): a pad whose unpadded dims read unchecked.
+    vector_gather: bool = False
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -81,6 +87,16 @@ def body_op_names(op: ir.Operation) -> list[str]:
 
 
 _WIDENING = {"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp"}
+
+
+def _unit_window(e: ir.AffineExpr) -> bool:
+    """A loop index, or the sum of two (an output position plus a tap, stride and dilation 1)."""
+    if isinstance(e, ir.AffineDimExpr):
+        return True
+    if isinstance(e, ir.AffineAddExpr):
+        add = ir.AffineAddExpr(e)
+        return isinstance(add.lhs, ir.AffineDimExpr) and isinstance(add.rhs, ir.AffineDimExpr)
+    return False
 
 
 def classify(op: ir.Operation) -> OpKind:
@@ -111,4 +127,12 @@ def classify(op: ir.Operation) -> OpKind:
         b_last, o_last = (m.results[-1] if len(m.results) else None for m in (maps[1], maps[-1]))
         contiguous_b = isinstance(b_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
             ir.AffineDimExpr(b_last).position == ir.AffineDimExpr(o_last).position
-    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b)
+    channelwise = False
+    if kind == "conv":
+        maps = indexing_maps(op)
+        x_last, o_last = (m.results[-1] if len(m.results) else None for m in (maps[0], maps[-1]))
+        channelwise = isinstance(x_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
+            ir.AffineDimExpr(x_last).position == ir.AffineDimExpr(o_last).position and \
+            all(_unit_window(e) for e in maps[0].results)
+    return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
+                  VECTOR_GATHER in op.attributes)

@@ -94,7 +94,8 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
         if plain:
-            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1), promote_k=0)
+            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
+                                    root_col_split=(0, 0, 1), promote_k=0)
         strategies.append(s)
     dump("dispatch", module)
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
@@ -135,6 +136,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
     global COMPILE_COUNT
     COMPILE_COUNT += 1
     ghash = cache.key(text, profile, targets)
+    profile = strategy.for_targets(profile, targets)
     dump = Dumper(ghash)
     with ir.Context(), ir.Location.unknown():
         try:
@@ -149,7 +151,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
-        rewrites.apply(public_func(module))
+        rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         if split_k.split_gemvs(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)

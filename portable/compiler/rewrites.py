@@ -222,7 +222,8 @@ def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
         op.erase()
 
 
-def apply(func_op: ir.Operation) -> None:
+def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
+    """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked)."""
     from .host_scalars import sink_host_scalars  # it builds on rebuild_generic, defined here
 
     _drop_asserts(func_op)
@@ -234,7 +235,7 @@ def apply(func_op: ir.Operation) -> None:
             _refill_reshape(op)
     for op in list(block.operations):
         if op.name == "tensor.pad":
-            pad_to_generic(op)
+            pad_to_generic(op, vectorizable=vector_gathers)
         elif op.name == "tensor.concat":
             concat_to_generic(op)
         elif op.name == "tensor.extract_slice":

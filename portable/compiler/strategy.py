@@ -21,6 +21,9 @@ class Strategy:
     root_k_tile: tuple[int, ...] = ()
     # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows).
     root_row_unroll: tuple[int, int] = (0, 1)
+    # Columns of a thread's matmul tile wider than one vector: (root loop index, vector width, vectors per row),
+    # each column block unrolled like the rows (width 0: one vector per row).
+    root_col_split: tuple[int, int, int] = (0, 0, 1)
     # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
     # combining partials through workgroup memory (0 = each thread reduces whole rows).
     reduce_threads: int = 0
@@ -28,6 +31,9 @@ class Strategy:
     coop: tuple[int, int] | None = None
     # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
     promote_k: int = 0
+    # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
+    # tile a register accumulator across them (transform_script._conv_taps).
+    root_taps: bool = False
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
@@ -45,6 +51,18 @@ class Strategy:
         for d in dims:
             n *= d
         return (n, 1, 1)
+
+
+# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors, lane-wise gathers).
+OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False, "vectorize_gathers": False}
+
+
+def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
+    """The profile as the compile for `targets` reads it: with SPIR-V among them, keys that only OpenCL C can
+    carry out are off (one strategy serves every target of an executable)."""
+    if "vulkan" not in targets or not any(profile.get(k) for k in OPENCL_ONLY):
+        return profile
+    return dict(profile, **OPENCL_ONLY)
 
 
 def _pow2_at_most(n: int) -> int:
@@ -83,10 +101,20 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
+    conv = _vector_conv(kind, root, profile, invocations)
+    if conv is not None:
+        return conv
+    gathers = _vector_gathers(kind, root, par, profile, invocations)
+    if gathers is not None:
+        return gathers
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
         tm, tn = profile.get("thread_tile", (4, 4))
         per_thread[par[-2]], per_thread[par[-1]] = tm, tn
+        rows = kind.ranges[par[-2]]
+        if kind.kind == "matmul" and profile.get("matmul_short_rows_widen") and rows < tm:
+            # Fewer rows than the thread tile (a matrix-vector product): the spare accumulators take columns.
+            per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
     tile = [0] * len(kind.ranges)
@@ -105,7 +133,8 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
-        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations)
+        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
+                                                      _vector_width(profile))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -125,6 +154,7 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
+    _spread_over_workgroups(kind, par, tile, threads, per_thread, int(profile.get("min_workgroups", 0)))
     promoted = _promoted_matmul(kind, root, profile)
     if promoted is not None:
         return promoted
@@ -137,8 +167,29 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
-        return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
+        width = _vector_width(profile)
+        cols = per_thread[par[-1]]
+        col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
+        return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+
+
+def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],
+                            least: int) -> None:
+    """Fewer threads per workgroup (innermost loop first) until the grid has `least` workgroups: a CPU driver runs
+    one workgroup per core at a time, so a grid of one workgroup (a matrix-vector product's 2048 outputs) would
+    leave cores idle. Tiles that divided their loop still do."""
+    def groups() -> int:
+        n = 1
+        for d in par:
+            n *= -(-kind.ranges[d] // tile[d]) if tile[d] else 1
+        return n
+
+    for d in reversed(par[-3:]):
+        while groups() < least and threads[d] > 1:
+            p = next(f for f in range(2, threads[d] + 1) if threads[d] % f == 0)
+            threads[d] //= p
+            tile[d] = threads[d] * per_thread[d]
 
 
 def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
@@ -179,15 +230,56 @@ def _promotable(kind: OpKind, profile: dict, wm: int, wn: int, tm: int, tn: int)
         and rows <= max_size[1]
 
 
+def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: int) -> Strategy | None:
+    """A channelwise (depthwise) convolution as register tiles where the profile asks for it
+    (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (width,
+    channels), tiles that divide every loop (static vectors), and accumulates them in registers over the
+    window taps (`root_taps`). Each tap reads rows of channels, contiguous in NHWC."""
+    if not profile.get("conv_vector_taps") or not profile.get("vectorize") or root is None or \
+            root.kind != "conv" or not root.channelwise:
+        return None
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    if kind.kind != "conv" or len(par) < 3 or "reduction" not in root.iterators:
+        return None
+    per_thread = [1] * len(kind.ranges)
+    per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, _vector_width(profile))
+    if per[par[-1]] == 1:
+        return None  # one channel per thread: the vectors would run along the width, strided
+    for d in par[:-3]:
+        tile[d] = 1
+    return Strategy(tuple(tile), tuple(threads), True, root_taps=True)
+
+
+def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: dict,
+                    invocations: int) -> Strategy | None:
+    """A gather marked vectorizable (a float pad, gathers.VECTOR_GATHER) vectorized along its innermost loop
+    where the profile asks for it (`vectorize_gathers`): `elementwise_per_thread` lanes per thread there, one
+    element of every other loop, tiles that divide every loop (static vectors); its read along that loop
+    becomes a vector load."""
+    if not (profile.get("vectorize_gathers") and profile.get("vectorize") and kind.kind == "elementwise"
+            and root is not None and root.vector_gather and par and len(par) == len(kind.ranges)):
+        return None
+    per_thread = [1] * len(kind.ranges)
+    per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, 4)
+    if per[par[-1]] not in (2, 4):
+        return None
+    for d in par[:-3]:
+        tile[d] = 1
+    return Strategy(tuple(tile), tuple(threads), True)
+
+
 def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
-def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
-                           invocations: int) -> tuple[list[int], list[int], list[int]]:
+def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], invocations: int,
+                           width: int) -> tuple[list[int], list[int], list[int]]:
     """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
-    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1; rows: the largest divisor up to
-    the profile's), and thread counts that divide what is left (not necessarily powers of two)."""
+    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1, or a multiple of the profile's
+    wider matmul vector width; rows: the largest divisor up to the profile's), and thread counts that divide
+    what is left (not necessarily powers of two)."""
     per = [1] * len(kind.ranges)
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
@@ -195,7 +287,8 @@ def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
     for j, d in enumerate(reversed(par[-3:])):
         r = kind.ranges[d]
         if j == 0:
-            per[d] = next(v for v in (4, 2, 1) if v <= max(per_thread[d], 1) and r % v == 0)
+            per[d] = next(v for v in range(max(per_thread[d], 1), 0, -1)
+                          if r % v == 0 and (v in (1, 2, 4) or (width > 4 and v % width == 0)))
         elif j == 1:
             per[d] = _largest_divisor(r, max(per_thread[d], 1))
         t = _largest_divisor(r // per[d], budget)
@@ -211,19 +304,28 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    return per_thread[par[-1]] in (1, 2, 4)
+    cols, width = per_thread[par[-1]], _vector_width(profile)
+    return cols in (1, 2, 4) or (width > 4 and cols % width == 0)
+
+
+def _vector_width(profile: dict) -> int:
+    """Widest vector of a thread's row (matmul tile rows, elementwise runs): 4 unless the profile asks for 8 or
+    16 (OpenCL C has them; SPIR-V without the Vector16 capability does not); wider matmul rows are held in
+    several such vectors."""
+    width = int(profile.get("max_vector_width", 4))
+    return width if width in (8, 16) else 4
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
     innermost per-thread extent is a vector width the targets have (2 or 4; SPIR-V has no wider vectors
-    without the Vector16 capability)."""
+    without the Vector16 capability; 8 or 16 where the profile's max_vector_width allows)."""
     if not profile.get("vectorize", False) or kind.kind != "elementwise" or kind.gathers:
         return False
     if any(it != "parallel" for it in kind.iterators) or any(t == 0 for t in tile):
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    return per_thread[-1] in (2, 4)
+    return per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(profile))
 
 
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:

@@ -130,7 +130,9 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
         emit(f"    %tp{k}_{j}, %tc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
         cont = f"%tc{k}_{j}"
-    if s.vectorize:
+    if s.vectorize and s.root_taps:
+        _conv_taps(emit, g, s, cont, [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, nfused + 1)])
+    elif s.vectorize:
         handles = [f"%tt{k}"] + [f"%tp{k}_{j}" for j in range(1, nfused + 1)]
         if s.root_k_tile:
             # The root (matmul) gets a K loop of static steps; its accumulator is then hoisted into
@@ -142,22 +144,70 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             # Only the matmul and its fill: an epilogue on the 2-d register tile would be n-d vector math,
             # which SPIR-V cannot express (no vector unrolling pass upstream); it stays scalar loops.
             handles = [f"%kt{k}"] + [h for h in handles[handles.index(root) + 1:]]
-            row_dim, rows = s.root_row_unroll
-            if rows > 1:
-                # One row of the thread tile per copy, unrolled: each row's accumulator is then hoisted on its
-                # own as a 1-d vector (SPIR-V has no 2-d vectors, and no upstream pass splits them).
-                rts = ", ".join("1" if i == row_dim else "0" for i in range(len(s.root_k_tile)))
-                emit(f"    %rt{k}, %rl{k} = transform.structured.tile_using_for %kt{k} tile_sizes [{rts}] "
-                     f": ({any_op}) -> ({any_op}, {any_op})")
-                emit(f"    transform.loop.unroll %rl{k} {{factor = {rows}}} : {any_op}")
-                emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} '
-                     f": ({any_op}) -> {any_op}")
+            if s.root_row_unroll[1] > 1 or s.root_col_split[2] > 1:
+                _unroll_register_tile(emit, k, s)
                 handles[0] = f"%ku{k}"
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+        # Reads by index (gathers): a contiguous read along the vector becomes a vector load.
+        extract = " {vectorize_nd_extract}" if g.kind.gathers else ""
         for h in handles:
-            emit(f"    transform.structured.vectorize {h} : {any_op}")
+            emit(f"    transform.structured.vectorize {h}{extract} : {any_op}")
         if s.root_k_tile:
             register_accumulators(emit, cont, f"%kl{k}")
+
+
+def _conv_taps(emit, g: Group, s: Strategy, container: str, handles: list[str]) -> None:
+    """A direct convolution's thread tile: its window loops stepped one tap at a time; with those unit loops
+    folded away each step is an elementwise multiply-add of an input tile by a filter row (broadcast), which
+    vectorizes; the output tile's read/write, invariant across the taps, then becomes a register accumulator
+    (hoisted from the innermost tap loop outwards)."""
+    any_op = "!transform.any_op"
+    k = g.index
+    ri = handles.index(f"%tp{k}_{len(g.consumers)}") if g.consumers else 0
+    window = [i for i, it in enumerate(g.kind.iterators) if it == "reduction"]
+    sizes = ", ".join("1" if i in window else "0" for i in range(len(g.kind.iterators)))
+    loops = [f"%cl{k}_{i}" for i in range(len(window))]
+    emit(f"    %ct{k}, {', '.join(loops)} = transform.structured.tile_using_for {handles[ri]} tile_sizes [{sizes}] "
+         f": ({any_op}) -> ({', '.join([any_op] * (len(loops) + 1))})")
+    handles[ri] = f"%ct{k}"
+    emit(f"    transform.apply_patterns to {container} {{")
+    emit("      transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    for h in handles:
+        emit(f"    transform.structured.vectorize {h} : {any_op}")
+    emit(f"    transform.apply_patterns to {container} {{")
+    emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
+    emit("      transform.apply_patterns.canonicalization")
+    emit(f"    }} : {any_op}")
+    for loop in reversed(loops):
+        emit(f"    transform.apply_licm to {loop} : {any_op}")
+        emit(f"    transform.loop.hoist_loop_invariant_subsets {loop} : {any_op}")
+
+
+def _unroll_register_tile(emit, k: int, s: Strategy) -> None:
+    """One row of the thread tile per copy, unrolled: each row's accumulator is then hoisted on its own as a
+    1-d vector (SPIR-V has no 2-d vectors, and no upstream pass splits them). Rows wider than a vector are
+    split into column blocks of one vector each, unrolled the same way (inner loop first: unrolling the
+    outer one first would leave the handle on one copy of the inner loop)."""
+    any_op = "!transform.any_op"
+    row_dim, rows = s.root_row_unroll
+    col_dim, width, cols = s.root_col_split
+    sizes = ["0"] * len(s.root_k_tile)
+    loops = []
+    if rows > 1:
+        sizes[row_dim] = "1"
+        loops.append((row_dim, rows))
+    if cols > 1:
+        sizes[col_dim] = str(width)
+        loops.append((col_dim, cols))
+    loops.sort()
+    names = [f"%rl{k}_{i}" for i in range(len(loops))] if len(loops) > 1 else [f"%rl{k}"]
+    emit(f"    %rt{k}, {', '.join(names)} = transform.structured.tile_using_for %kt{k} tile_sizes [{', '.join(sizes)}] "
+         f": ({any_op}) -> ({', '.join([any_op] * (len(loops) + 1))})")
+    for name, (_, factor) in reversed(list(zip(names, loops))):
+        emit(f"    transform.loop.unroll {name} {{factor = {factor}}} : {any_op}")
+    emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} : ({any_op}) -> {any_op}')
 
 
 def register_accumulators(emit, container: str, k_loop: str) -> None:
