@@ -73,11 +73,19 @@ def _pairs(loop: ir.Operation, ops: list[ir.Operation]) -> list[tuple[ir.Operati
         kind = "memref.store" if r.name == "memref.load" else "vector.transfer_write"
         same = [w for w in writes if w.name == kind and w.operands[_WRITES[w.name]] == mem
                 and len(_indices(w)) == len(_indices(r)) and all(a == b for a, b in zip(_indices(w), _indices(r)))
-                and w.operands[0].type == r.results[0].type and len(list(w.operands)) == len(_indices(r)) + 2]
+                and w.operands[0].type == r.results[0].type and len(list(w.operands)) == len(_indices(r)) + 2
+                and _same_map(r, w)]
         # The read must come first: it sees the previous iteration's value, which is what gets carried.
         if len(same) == 1 and ops.index(r) < ops.index(same[0]):
             pairs.append((r, same[0]))
     return pairs
+
+
+def _same_map(r: ir.Operation, w: ir.Operation) -> bool:
+    """Vector transfers cover the same elements only along the same dims (their permutation maps)."""
+    key = "permutation_map"
+    return (key in r.attributes) == (key in w.attributes) and \
+        (key not in r.attributes or str(r.attributes[key]) == str(w.attributes[key]))
 
 
 def _touches(op: ir.Operation, bases: list[ir.Value]) -> bool:
