@@ -68,6 +68,19 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     matmul-like groups block a `thread_tile` of outputs per thread (register blocking); elementwise ops give
     each thread `elementwise_per_thread` consecutive elements of the innermost loop.
     """
+    if kind.kind == "matmul" and "matmul_thread_tile" in profile and not profile.get("matmul_promote_tile"):
+        # The profile's matmul tile and thread layout are for the register-blocked vector path; where its tiles
+        # do not divide, the scalar path keeps `thread_tile` (a large scalar tile only lengthens each thread's
+        # loops, and lavapipe cuts an invocation off after 65535 loop iterations). Workgroup-memory matmuls
+        # (matmul_promote_tile) have their own tiles.
+        s = _choose(kind, dict(profile, thread_tile=profile["matmul_thread_tile"]), root)
+        if s.root_k_tile:
+            return s
+        profile = {k: v for k, v in profile.items() if k not in ("matmul_thread_tile", "matmul_threads_x")}
+    return _choose(kind, profile, root)
+
+
+def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     invocations = int(profile.get("workgroup_invocations", 64))
     if kind.kind in ("matmul", "conv"):
         invocations = int(profile.get("matmul_workgroup_invocations", invocations))
@@ -95,6 +108,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
     max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
+    if kind.kind == "matmul" and profile.get("matmul_threads_x"):
+        # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
+        max_size[0] = min(int(max_size[0]), int(profile["matmul_threads_x"]))
     for i, d in enumerate(reversed(par[-3:])):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
         t = min(budget, _pow2_at_least(need), _pow2_at_most(int(max_size[i])))
@@ -105,7 +121,8 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
-        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations)
+        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
+                                                       int(profile.get("matmul_threads_x", 0)) or invocations)
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -133,12 +150,24 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
         vec = True
         k = root.iterators.index("reduction")
-        kt = next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
+        kt = _shared_k_step(profile, threads[par[-1]], root.ranges[k]) or \
+            next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+
+
+def _shared_k_step(profile: dict, threads_x: int, k_range: int) -> int:
+    """A longer K step where the profile shares A reads across a subgroup (subgroup_reads.py: 1, 2 or 4 values
+    per lane), else 0. Its lanes must lie along the columns, so that they share rows; and the K loop must keep
+    at least two steps (a loop of one is folded away under the transform script)."""
+    lanes = int(profile.get("subgroup_shared_reads", 0))
+    if not lanes or threads_x % lanes:
+        return 0
+    top = int(profile.get("matmul_k_tile", 4 * lanes))
+    return next((t for t in (top, top // 2, top // 4) if t >= lanes and k_range % t == 0 and k_range > t), 0)
 
 
 def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
@@ -167,11 +196,12 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
-def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
-                           invocations: int) -> tuple[list[int], list[int], list[int]]:
+def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], invocations: int,
+                           max_x: int) -> tuple[list[int], list[int], list[int]]:
     """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
     loops: per-thread extents that divide (columns: a vector width 4, 2 or 1; rows: the largest divisor up to
-    the profile's), and thread counts that divide what is left (not necessarily powers of two)."""
+    the profile's), and thread counts that divide what is left (not necessarily powers of two; at most `max_x`
+    on the innermost loop)."""
     per = [1] * len(kind.ranges)
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
@@ -182,7 +212,7 @@ def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int],
             per[d] = next(v for v in (4, 2, 1) if v <= max(per_thread[d], 1) and r % v == 0)
         elif j == 1:
             per[d] = _largest_divisor(r, max(per_thread[d], 1))
-        t = _largest_divisor(r // per[d], budget)
+        t = _largest_divisor(r // per[d], min(budget, max_x) if j == 0 else budget)
         threads[d], tile[d] = t, t * per[d]
         budget //= t
     return per, tile, threads
