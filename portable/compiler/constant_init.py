@@ -6,7 +6,8 @@ check per element, so for a short K (a 1x1 convolution, attention's K = 64) the 
 kernel. Here the reads that follow a constant write of the region they read take the constant, and the write is
 dropped when the kernel later overwrites all of it and reads none of it.
 
-Measured on lavapipe (bmm 8x256x64 @ 8x64x256, CPU ms): 7.1 before, TODO after.
+Measured on lavapipe (CPU ms, interleaved runs, 2026-11-30): bmm 8x256x64 @ 8x64x256 5.5 -> 5.1, conv 1x1
+1x56x56x64->256 8.8 -> 8.6.
 """
 
 from __future__ import annotations

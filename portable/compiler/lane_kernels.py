@@ -2,6 +2,8 @@
 (lavapipe), where every buffer access is a loop over the lanes; each is turned on by a key of the profile.
 
   forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
+  loop_accumulators       buffer elements a loop reads and writes back stay in registers across it
+                          (loop_accumulators.py)
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 bits at a time are arrays of vector<2xi64> (wide_buffers.py)
@@ -10,10 +12,12 @@
 from __future__ import annotations
 
 from .constant_init import forward_constant_writes
+from .loop_accumulators import promote_loop_accumulators
 from .mlir import ir, passmanager
 from .subgroup_reads import share_subgroup_reads
 from .wide_buffers import widen_buffers
 
+_HOIST = "builtin.module(gpu.module(loop-invariant-code-motion,canonicalize,cse))"
 # 2-d register tiles are accessed row by row (as the SPIR-V lowering does first anyway).
 _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
 
@@ -21,7 +25,8 @@ _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true targ
 def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
-    if not (profile.get("forward_constant_init") or lanes or profile.get("wide_buffers")):
+    if not (profile.get("forward_constant_init") or profile.get("loop_accumulators") or lanes or
+            profile.get("wide_buffers")):
         return text
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
@@ -32,6 +37,10 @@ def rewrite(text: str, profile: dict) -> str:
         changed = False
         if profile.get("forward_constant_init"):
             changed |= forward_constant_writes(gpu_module())
+        if profile.get("loop_accumulators"):
+            # Index math recomputed in inner loops leaves them first, so the indices are seen to be invariant.
+            passmanager.PassManager.parse(_HOIST).run(module.operation)
+            changed |= promote_loop_accumulators(gpu_module())
         if lanes:
             changed |= share_subgroup_reads(gpu_module(), lanes)
         if profile.get("wide_buffers"):
