@@ -86,3 +86,17 @@ def test_loop_accumulators_in_a_depthwise_conv(device, shape):
     # The output element is read and written once per output, not once per tap: the loop keeps it in a phi.
     assert after.count("OpPhi %float") > before.count("OpPhi %float")
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cols", [64, 12])
+def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
+    """Eight elements per thread: 32-byte buffer accesses, vec4 math (compiler/split_vectors.py); 12 columns take
+    tiles of 4."""
+    g = portable.Graph()
+    a, bias, c = g.input((48, cols)), g.input((cols,)), g.input((48, cols))
+    g.output(g.add(g.mul(g.gelu(g.add(a, bias)), c), 1.5), g.relu(a))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((48, cols), (cols,), (48, cols))]
+    exe, spirv = _compile(device, g.to_mlir(), wide_buffers=True, elementwise_per_thread=8)
+    assert ("%v4ulong" in spirv) == (cols % 8 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)

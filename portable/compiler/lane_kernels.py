@@ -6,7 +6,9 @@
                           (loop_accumulators.py)
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
-  wide_buffers            buffers accessed 128 bits at a time are arrays of vector<2xi64> (wide_buffers.py)
+  wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
+                          (wide_buffers.py); then 8-element vectors are split into vec4 halves
+                          (split_vectors.py: the strategy's elementwise tiles of 8)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from .constant_init import forward_constant_writes
 from .loop_accumulators import promote_loop_accumulators
 from .mlir import ir, passmanager
+from .split_vectors import split_wide_vectors
 from .subgroup_reads import share_subgroup_reads
 from .wide_buffers import widen_buffers
 
@@ -46,4 +49,5 @@ def rewrite(text: str, profile: dict) -> str:
         if profile.get("wide_buffers"):
             passmanager.PassManager.parse(_UNROLL).run(module.operation)
             changed |= widen_buffers(gpu_module())
+            changed |= split_wide_vectors(gpu_module())
         return str(gpu_module()) if changed else text

@@ -15,6 +15,7 @@ from . import coop_matrix, dispatch, gathers, lane_kernels, plan, promotion, rew
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
+from .split_vectors import plain_elementwise
 from .tensor_slices import insert_slices_to_generics
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
@@ -77,7 +78,10 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
-        s = strategy.choose(kind, profile, g.kind)
+        gp = profile
+        if int(profile.get("elementwise_per_thread", 1)) > 4 and not plain_elementwise([g.target] + g.fused()):
+            gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
+        s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
         if plain:

@@ -77,6 +77,12 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         if s.root_k_tile:
             return s
         profile = {k: v for k, v in profile.items() if k not in ("matmul_thread_tile", "matmul_threads_x")}
+    if kind.kind == "elementwise" and int(profile.get("elementwise_per_thread", 1)) > 4:
+        # Wide elementwise tiles are for the vector path; where they do not divide, tiles of 4 may.
+        s = _choose(kind, profile, root)
+        if s.vectorize:
+            return s
+        profile = dict(profile, elementwise_per_thread=4)
     return _choose(kind, profile, root)
 
 
@@ -237,7 +243,8 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    return per_thread[-1] in (2, 4)
+    # 8: split into vec4 halves before SPIR-V where the profile asks (compiler/split_vectors.py).
+    return per_thread[-1] in (2, 4) or per_thread[-1] == 8 and bool(profile.get("wide_buffers"))
 
 
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:
