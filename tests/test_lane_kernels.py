@@ -14,7 +14,8 @@ from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 
 RNG = np.random.default_rng(5)
-OFF = dict(forward_constant_init=False, wide_buffers=False, loop_accumulators=False, subgroup_shared_reads=0)
+OFF = dict(forward_constant_init=False, wide_buffers=False, loop_accumulators=False, loop_vectorize=False,
+           subgroup_shared_reads=0, elementwise_per_thread=4)
 
 
 def _compile(device: str, text: str, **overrides):
@@ -100,3 +101,21 @@ def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
     assert ("%v4ulong" in spirv) == (cols % 8 == 0)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 1000), (6, 1001)])
+def test_row_loops_vectorized(device, rows, cols):
+    """softmax and a layernorm-like chain: one row per thread, column loops on vec4 with vec4 partial sums and
+    maxima (compiler/loop_vectorize.py); 1001 columns stay scalar."""
+    g = portable.Graph()
+    x, gamma = g.input((rows, cols)), g.input((cols,))
+    xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    g.output(g.softmax(x, axis=-1), g.mul(g.mul(xc, g.rsqrt(g.add(g.mean(g.mul(xc, xc), axis=-1, keepdims=True),
+                                                                 1e-5))), gamma))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,))]
+    _, before = _compile(device, g.to_mlir(), loop_accumulators=True)
+    exe, after = _compile(device, g.to_mlir(), loop_accumulators=True, loop_vectorize=True)
+    assert "OpLoad %v4float" not in before
+    assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)

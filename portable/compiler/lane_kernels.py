@@ -4,6 +4,7 @@
   forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
   loop_accumulators       buffer elements a loop reads and writes back stay in registers across it
                           (loop_accumulators.py)
+  loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from .constant_init import forward_constant_writes
 from .loop_accumulators import promote_loop_accumulators
+from .loop_vectorize import vectorize_loops
 from .mlir import ir, passmanager
 from .split_vectors import split_wide_vectors
 from .subgroup_reads import share_subgroup_reads
@@ -29,7 +31,7 @@ def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
     if not (profile.get("forward_constant_init") or profile.get("loop_accumulators") or lanes or
-            profile.get("wide_buffers")):
+            profile.get("wide_buffers") or profile.get("loop_vectorize")):
         return text
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
@@ -44,6 +46,8 @@ def rewrite(text: str, profile: dict) -> str:
             # Index math recomputed in inner loops leaves them first, so the indices are seen to be invariant.
             passmanager.PassManager.parse(_HOIST).run(module.operation)
             changed |= promote_loop_accumulators(gpu_module())
+        if profile.get("loop_vectorize"):
+            changed |= vectorize_loops(gpu_module())
         if lanes:
             changed |= share_subgroup_reads(gpu_module(), lanes)
         if profile.get("wide_buffers"):
