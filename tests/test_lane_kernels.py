@@ -74,7 +74,7 @@ def _depthwise(n: int, hw: int, c: int) -> str:
 """
 
 
-@pytest.mark.parametrize("shape", [(1, 20, 12), (2, 9, 5)])
+@pytest.mark.parametrize("shape", [(1, 20, 32), (2, 9, 5)])
 def test_loop_accumulators_in_a_depthwise_conv(device, shape):
     n, hw, c = shape
     text = _depthwise(n, hw, c)
@@ -86,6 +86,10 @@ def test_loop_accumulators_in_a_depthwise_conv(device, shape):
     exe, after = _compile(device, text, loop_accumulators=True)
     # The output element is read and written once per output, not once per tap: the loop keeps it in a phi.
     assert after.count("OpPhi %float") > before.count("OpPhi %float")
+    np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
+    # Then the channel loop runs on vec4, the tap loops carrying vec4 accumulators (loop_vectorize.py).
+    exe, vec = _compile(device, text, loop_accumulators=True, loop_vectorize=True)
+    assert ("OpPhi %v4float" in vec) == (c % 4 == 0)
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
 
 
