@@ -48,6 +48,21 @@ def test_matmul_thread_tiles(device, tmp_path, tile):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n", [256, 96])
+def test_gemv_columns_in_vec4_chunks(device, tmp_path, n):
+    """One row: 16 columns per thread as four unrolled vec4 accumulators (root_col_unroll); 96 columns take the
+    plain tiles."""
+    g = portable.Graph()
+    x, w, b = g.input((1, 96)), g.input((96, n)), g.input((n,))
+    g.output(g.relu(g.add(g.matmul(x, w), b)))
+    exe, loaded = _compile_and_load(g, device, tmp_path, matmul_row_vector_cols=16, matmul_threads_x=8)
+    if n == 256:
+        assert exe.dispatches[0].grid == (2, 1, 1)  # 8 threads x 16 columns per workgroup
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 96), (96, n), (n,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_split_k_gemv_with_epilogue(device, tmp_path):
     """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
     g = portable.Graph()

@@ -153,6 +153,17 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
                 emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} '
                      f": ({any_op}) -> {any_op}")
                 handles[0] = f"%ku{k}"
+            col_dim, chunks = s.root_col_unroll
+            if chunks > 1 and rows == 1:
+                # A single row whose columns span several vec4 (matrix-vector products): one vec4 chunk per
+                # copy, unrolled, each with its own 1-d accumulator.
+                cts = ", ".join("4" if i == col_dim else "0" for i in range(len(s.root_k_tile)))
+                emit(f"    %ct{k}, %cl{k} = transform.structured.tile_using_for %kt{k} tile_sizes [{cts}] "
+                     f": ({any_op}) -> ({any_op}, {any_op})")
+                emit(f"    transform.loop.unroll %cl{k} {{factor = {chunks}}} : {any_op}")
+                emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} '
+                     f": ({any_op}) -> {any_op}")
+                handles[0] = f"%ku{k}"
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
         for h in handles:
             emit(f"    transform.structured.vectorize {h} : {any_op}")
