@@ -15,7 +15,7 @@ from portable.devices import open_device
 
 RNG = np.random.default_rng(5)
 OFF = dict(forward_constant_init=False, wide_buffers=False, loop_accumulators=False, loop_vectorize=False,
-           subgroup_shared_reads=0, elementwise_per_thread=4)
+           subgroup_shared_reads=0, elementwise_per_thread=4, gelu_as_sigmoid=False)
 
 
 def _compile(device: str, text: str, **overrides):
@@ -123,3 +123,16 @@ def test_row_loops_vectorized(device, rows, cols):
     assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_gelu_as_sigmoid(device):
+    """0.5x(1 + tanh(u)) as x / (1 + exp(-2u)), down to large |x| where 1 + tanh(u) cancels (gelu_form.py)."""
+    g = portable.Graph()
+    a = g.input((4, 64))
+    g.output(g.gelu(a))
+    x = np.concatenate([RNG.standard_normal((2, 64)), np.linspace(-12, 12, 128).reshape(2, 64)]).astype(np.float32)
+    _, before = _compile(device, g.to_mlir())
+    exe, after = _compile(device, g.to_mlir(), gelu_as_sigmoid=True)
+    assert "Tanh" in before and "Tanh" not in after and "Exp" in after
+    ref = 0.5 * x.astype(np.float64) * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+    np.testing.assert_allclose(exe(x)[0], ref, rtol=1e-5, atol=1e-6)

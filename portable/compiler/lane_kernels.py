@@ -2,6 +2,7 @@
 (lavapipe), where every buffer access is a loop over the lanes; each is turned on by a key of the profile.
 
   forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
+  gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
   loop_accumulators       buffer elements a loop reads and writes back stay in registers across it
                           (loop_accumulators.py)
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 from .constant_init import forward_constant_writes
+from .gelu_form import gelu_as_sigmoid
 from .loop_accumulators import promote_loop_accumulators
 from .loop_vectorize import vectorize_loops
 from .mlir import ir, passmanager
@@ -31,7 +33,7 @@ def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
     if not (profile.get("forward_constant_init") or profile.get("loop_accumulators") or lanes or
-            profile.get("wide_buffers") or profile.get("loop_vectorize")):
+            profile.get("wide_buffers") or profile.get("loop_vectorize") or profile.get("gelu_as_sigmoid")):
         return text
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
@@ -40,6 +42,8 @@ def rewrite(text: str, profile: dict) -> str:
             return next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
 
         changed = False
+        if profile.get("gelu_as_sigmoid"):
+            changed |= gelu_as_sigmoid(gpu_module())
         if profile.get("forward_constant_init"):
             changed |= forward_constant_writes(gpu_module())
         if profile.get("loop_accumulators"):
