@@ -155,3 +155,16 @@ def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 72)).astype(np.float32)
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_reductions_past_lavapipes_loop_limit(device):
+    """lavapipe (Mesa 22.3) ends an invocation after 65535 loop iterations: a row sum of 70000 and a matmul with
+    K = 70000 are split over a workgroup's threads there (max_loop_iterations), and right everywhere."""
+    g = portable.Graph()
+    x, a, b = g.input((2, 70000)), g.input((3, 70000)), g.input((70000, 5))
+    g.output(g.sum(x, axis=-1), g.matmul(a, b))
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((2, 70000), (3, 70000), (70000, 5))]
+    outs = portable.run(g, *xs, device=device)
+    for out, ref in zip(outs, g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-3, atol=2e-2)

@@ -94,7 +94,18 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         if s.vectorize:
             return s
         profile = dict(profile, elementwise_per_thread=4)
-    return _choose(kind, profile, root)
+    s = _choose(kind, profile, root)
+    if kind.kind == "matmul" and _scalar_loop_too_long(s, root, profile):
+        # The scalar matmul loops over K for every output of the thread tile: smaller tiles, down to one output,
+        # then K split over a workgroup's threads.
+        for tm, tn in ((4, 4), (2, 4), (2, 2), (1, 1)):
+            s = _choose(kind, dict(profile, thread_tile=[tm, tn]), root)
+            if not _scalar_loop_too_long(s, root, profile):
+                return s
+        split = _choose(kind, dict(profile, reduction_threads=64, split_k_max_outputs=1 << 62), root)
+        if split.reduce_threads:
+            return split
+    return s
 
 
 def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
@@ -110,6 +121,10 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=int(profile["reduction_threads"]))
     wg_red = _workgroup_reduction(kind, root, profile)
+    if not wg_red and _loop_too_long(root, profile):
+        # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all
+        # its loops): a longer reduction is split over a workgroup's threads instead of being cut short.
+        wg_red = _workgroup_reduction(kind, root, dict(profile, reduction_threads=64))
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
@@ -260,6 +275,32 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile
         return False
     # 8: split into vec4 halves before SPIR-V where the profile asks (compiler/split_vectors.py).
     return per_thread[-1] in (2, 4) or per_thread[-1] == 8 and bool(profile.get("wide_buffers"))
+
+
+def _scalar_loop_too_long(s: Strategy, root: OpKind | None, profile: dict) -> bool:
+    """A scalar (not register-blocked) matmul tile whose K loops, one per output of a thread's tile, pass the
+    profile's max_loop_iterations."""
+    limit = int(profile.get("max_loop_iterations", 0))
+    if not limit or root is None or s.root_k_tile or s.reduce_threads or s.coop or s.promote_k:
+        return False
+    outputs = 1
+    for t, n in zip(s.tile, s.threads):
+        outputs *= -(-t // n) if n else max(t, 1)
+    k = 1
+    for r, it in zip(root.ranges, root.iterators):
+        k *= r if it == "reduction" else 1
+    return outputs * k > limit
+
+
+def _loop_too_long(root: OpKind | None, profile: dict) -> bool:
+    """Whether one thread reducing a whole row of `root` would pass the profile's max_loop_iterations."""
+    limit = int(profile.get("max_loop_iterations", 0))
+    if not limit or root is None or root.kind != "reduction":
+        return False
+    n = 1
+    for r, it in zip(root.ranges, root.iterators):
+        n *= r if it == "reduction" else 1
+    return n > limit
 
 
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:
