@@ -88,12 +88,16 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         if s.root_k_tile:
             return s
         profile = {k: v for k, v in profile.items() if k not in ("matmul_thread_tile", "matmul_threads_x")}
-    if kind.kind == "elementwise" and int(profile.get("elementwise_per_thread", 1)) > 4:
-        # Wide elementwise tiles are for the vector path; where they do not divide, tiles of 4 may.
-        s = _choose(kind, profile, root)
-        if s.vectorize:
-            return s
-        profile = dict(profile, elementwise_per_thread=4)
+    if kind.kind == "elementwise" and (int(profile.get("elementwise_per_thread", 1)) > 4 or
+                                       "elementwise_workgroup_invocations" in profile):
+        # Wide elementwise tiles and workgroups are for the vector path; where their tiles do not divide, the
+        # plain ones (64 invocations, 4 per thread) may.
+        for plain in ((), ("elementwise_workgroup_invocations",)):
+            s = _choose(kind, {k: v for k, v in profile.items() if k not in plain}, root)
+            if s.vectorize:
+                return s
+        profile = {k: v for k, v in profile.items() if k != "elementwise_workgroup_invocations"}
+        profile["elementwise_per_thread"] = min(4, int(profile.get("elementwise_per_thread", 1)))
     s = _choose(kind, profile, root)
     if kind.kind == "matmul" and _scalar_loop_too_long(s, root, profile):
         # The scalar matmul loops over K for every output of the thread tile: smaller tiles, down to one output,
@@ -112,6 +116,8 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     invocations = int(profile.get("workgroup_invocations", 64))
     if kind.kind in ("matmul", "conv"):
         invocations = int(profile.get("matmul_workgroup_invocations", invocations))
+    elif kind.kind == "elementwise":
+        invocations = int(profile.get("elementwise_workgroup_invocations", invocations))
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind == "row":
         # A row chain (dispatch.py): threads take whole rows; the column loop and unit row loops stay whole.
