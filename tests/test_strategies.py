@@ -202,6 +202,25 @@ def test_short_rows_widen_columns(device, tmp_path, m, k, n):
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
 
 
+
+
+@pytest.mark.parametrize("n", [256, 96])
+def test_gemv_columns_in_vec4_chunks(device, tmp_path, n):
+    """One row: 16 columns per thread as four unrolled vec4 accumulators (root_col_split); 96 columns take the
+    plain tiles."""
+    g = portable.Graph()
+    x, w, b = g.input((1, 96)), g.input((96, n)), g.input((n,))
+    g.output(g.relu(g.add(g.matmul(x, w), b)))
+    # (a CPU OpenCL profile's min_workgroups would spread the grid, its max_vector_width take one float16)
+    exe, loaded = _compile_and_load(g, device, tmp_path, matmul_row_vector_cols=16, matmul_threads_x=8,
+                                    min_workgroups=0, max_vector_width=4)
+    if n == 256:
+        assert exe.dispatches[0].grid == (2, 1, 1)  # 8 threads x 16 columns per workgroup
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 96), (96, n), (n,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_split_k_gemv_with_epilogue(device, tmp_path):
     """A matrix-vector product has too few outputs for a GPU: its K loop is split over a workgroup."""
     g = portable.Graph()
@@ -313,3 +332,16 @@ def test_promoted_tile_candidates_keep_the_gpu_busy(mnk, expected):
         return
     wm, wn, threads_m, threads_n = expected
     assert s.promote_k == 32 and s.tile[:2] == (wm, wn) and s.threads[:2] == (threads_m, threads_n)
+
+
+def test_reductions_past_lavapipes_loop_limit(device):
+    """lavapipe (Mesa 22.3) ends an invocation after 65535 loop iterations: a row sum of 70000 and a matmul with
+    K = 70000 are split over a workgroup's threads there (max_loop_iterations), and right everywhere."""
+    g = portable.Graph()
+    x, a, b = g.input((2, 70000)), g.input((3, 70000)), g.input((70000, 5))
+    g.output(g.sum(x, axis=-1), g.matmul(a, b))
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((2, 70000), (3, 70000), (70000, 5))]
+    outs = portable.run(g, *xs, device=device)
+    for out, ref in zip(outs, g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-3, atol=2e-2)

@@ -16,6 +16,7 @@ from . import (
     coop_matrix,
     dispatch,
     gathers,
+    lane_kernels,
     loop_registers,
     plan,
     promotion,
@@ -28,6 +29,7 @@ from . import (
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
+from .split_vectors import plain_elementwise
 from .tensor_slices import insert_slices_to_generics
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
@@ -90,7 +92,13 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
-        s = strategy.choose(kind, profile, g.kind)
+        gp = profile
+        if int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers") and \
+                not plain_elementwise([g.target] + g.fused()):
+            gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
+        if "opencl" in targets and int(profile.get("matmul_k_tile", 0)) > 16:
+            gp = dict(gp, matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
+        s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
         if plain:
@@ -221,7 +229,9 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         spirv = opencl = None
         asm = str(gm)
         if "vulkan" in targets:
-            spirv = spirv_from_gpu_module(asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
+            # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
+            vk_asm = lane_kernels.rewrite(asm, profile)
+            spirv = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl

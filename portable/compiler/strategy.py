@@ -86,9 +86,55 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     matmul-like groups block a `thread_tile` of outputs per thread (register blocking); elementwise ops give
     each thread `elementwise_per_thread` consecutive elements of the innermost loop.
     """
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    cols = int(profile.get("matmul_row_vector_cols", 0))
+    if kind.kind == "matmul" and cols and len(par) >= 2 and kind.ranges[par[-2]] == 1 and \
+            not profile.get("matmul_promote_tile"):
+        # A matrix-vector product: more columns per thread make each thread's walk down B's rows read longer runs
+        # of each row (lavapipe, 16 columns per thread: gemv 1x2048x2048 CPU ms 9.9 -> 4.0).
+        s = _choose(kind, dict(profile, thread_tile=[1, cols], _vector_cols=cols), root)
+        if s.root_k_tile:
+            return s
+    if kind.kind == "matmul" and "matmul_thread_tile" in profile and not profile.get("matmul_promote_tile"):
+        # The profile's matmul tile and thread layout are for the register-blocked vector path; where its tiles
+        # do not divide, the scalar path keeps `thread_tile` (a large scalar tile only lengthens each thread's
+        # loops, and lavapipe cuts an invocation off after 65535 loop iterations). Workgroup-memory matmuls
+        # (matmul_promote_tile) have their own tiles.
+        s = _choose(kind, dict(profile, thread_tile=profile["matmul_thread_tile"]), root)
+        if s.root_k_tile:
+            return s
+        profile = {k: v for k, v in profile.items() if k not in ("matmul_thread_tile", "matmul_threads_x")}
+    wide_elementwise = int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers")
+    if kind.kind == "elementwise" and (wide_elementwise or "elementwise_workgroup_invocations" in profile):
+        # Wide elementwise tiles (8, halved by split_vectors.py under wide_buffers) and workgroups are for the
+        # vector path; where their tiles do not divide, the plain ones (64 invocations, 4 per thread) may.
+        # (OpenCL C's own wide vectors, max_vector_width, keep their tiles as they are.)
+        for plain in ((), ("elementwise_workgroup_invocations",)):
+            s = _choose(kind, {k: v for k, v in profile.items() if k not in plain}, root)
+            if s.vectorize:
+                return s
+        profile = {k: v for k, v in profile.items() if k != "elementwise_workgroup_invocations"}
+        profile["elementwise_per_thread"] = min(4, int(profile.get("elementwise_per_thread", 1)))
+    s = _choose(kind, profile, root)
+    if kind.kind == "matmul" and _scalar_loop_too_long(s, root, profile):
+        # The scalar matmul loops over K for every output of the thread tile: smaller tiles, down to one output,
+        # then K split over a workgroup's threads.
+        for tm, tn in ((4, 4), (2, 4), (2, 2), (1, 1)):
+            s = _choose(kind, dict(profile, thread_tile=[tm, tn]), root)
+            if not _scalar_loop_too_long(s, root, profile):
+                return s
+        split = _choose(kind, dict(profile, reduction_threads=64, split_k_max_outputs=1 << 62), root)
+        if split.reduce_threads:
+            return split
+    return s
+
+
+def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     invocations = int(profile.get("workgroup_invocations", 64))
     if kind.kind in ("matmul", "conv"):
         invocations = int(profile.get("matmul_workgroup_invocations", invocations))
+    elif kind.kind == "elementwise":
+        invocations = int(profile.get("elementwise_workgroup_invocations", invocations))
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind == "row":
         # A row chain (dispatch.py): threads take whole rows; the column loop and unit row loops stay whole.
@@ -98,6 +144,10 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=int(profile["reduction_threads"]))
     wg_red = _workgroup_reduction(kind, root, profile)
+    if not wg_red and _loop_too_long(root, profile):
+        # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all
+        # its loops): a longer reduction is split over a workgroup's threads instead of being cut short.
+        wg_red = _workgroup_reduction(kind, root, dict(profile, reduction_threads=64))
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
@@ -123,6 +173,9 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
     max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
+    if kind.kind == "matmul" and profile.get("matmul_threads_x"):
+        # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
+        max_size[0] = min(int(max_size[0]), int(profile["matmul_threads_x"]))
     for i, d in enumerate(reversed(par[-3:])):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
         t = min(budget, _pow2_at_least(need), _pow2_at_most(int(max_size[i])))
@@ -134,7 +187,7 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
         per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
-                                                      _vector_width(profile))
+                                                      _vector_width(profile), int(profile.get("matmul_threads_x", 0)))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -163,12 +216,15 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
         vec = True
         k = root.iterators.index("reduction")
-        kt = next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
+        kt = _shared_k_step(profile, threads[par[-1]], root.ranges[k]) or \
+            next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
         width = _vector_width(profile)
         cols = per_thread[par[-1]]
+        if cols % width:
+            width = 4  # a single-row tile of _vector_cols (lavapipe): vec4 chunks
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile)
@@ -190,6 +246,17 @@ def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threa
             p = next(f for f in range(2, threads[d] + 1) if threads[d] % f == 0)
             threads[d] //= p
             tile[d] = threads[d] * per_thread[d]
+
+
+def _shared_k_step(profile: dict, threads_x: int, k_range: int) -> int:
+    """A longer K step where the profile shares A reads across a subgroup (subgroup_reads.py: 1, 2 or 4 values
+    per lane), else 0. Its lanes must lie along the columns, so that they share rows; and the K loop must keep
+    at least two steps (a loop of one is folded away under the transform script)."""
+    lanes = int(profile.get("subgroup_shared_reads", 0))
+    if not lanes or threads_x % lanes:
+        return 0
+    top = int(profile.get("matmul_k_tile", 4 * lanes))
+    return next((t for t in (top, top // 2, top // 4) if t >= lanes and k_range % t == 0 and k_range > t), 0)
 
 
 def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
@@ -275,11 +342,11 @@ def _largest_divisor(n: int, at_most: int) -> int:
 
 
 def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], invocations: int,
-                           width: int) -> tuple[list[int], list[int], list[int]]:
+                           width: int, max_x: int = 0) -> tuple[list[int], list[int], list[int]]:
     """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
     loops: per-thread extents that divide (columns: a vector width 4, 2 or 1, or a multiple of the profile's
     wider matmul vector width; rows: the largest divisor up to the profile's), and thread counts that divide
-    what is left (not necessarily powers of two)."""
+    what is left (not necessarily powers of two; at most `max_x` on the innermost loop, where given)."""
     per = [1] * len(kind.ranges)
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
@@ -291,7 +358,7 @@ def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], 
                           if r % v == 0 and (v in (1, 2, 4) or (width > 4 and v % width == 0)))
         elif j == 1:
             per[d] = _largest_divisor(r, max(per_thread[d], 1))
-        t = _largest_divisor(r // per[d], budget)
+        t = _largest_divisor(r // per[d], min(budget, max_x) if j == 0 and max_x else budget)
         threads[d], tile[d] = t, t * per[d]
         budget //= t
     return per, tile, threads
@@ -305,7 +372,12 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
     cols, width = per_thread[par[-1]], _vector_width(profile)
-    return cols in (1, 2, 4) or (width > 4 and cols % width == 0)
+    if cols in (1, 2, 4) or (width > 4 and cols % width == 0):
+        return True
+    # Wider single-row tiles (profile key _vector_cols, set by choose for matrix-vector products where the
+    # profile has matmul_row_vector_cols): vec4 chunks, unrolled (root_col_split).
+    wide = int(profile.get("_vector_cols", 0))
+    return wide > 4 and cols == wide and wide % 4 == 0 and per_thread[par[-2]] == 1
 
 
 def _vector_width(profile: dict) -> int:
@@ -325,7 +397,36 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    return per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(profile))
+    if per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(profile)):
+        return True
+    # 8: split into vec4 halves before SPIR-V where the profile asks (compiler/split_vectors.py).
+    return per_thread[-1] == 8 and bool(profile.get("wide_buffers"))
+
+
+def _scalar_loop_too_long(s: Strategy, root: OpKind | None, profile: dict) -> bool:
+    """A scalar (not register-blocked) matmul tile whose K loops, one per output of a thread's tile, pass the
+    profile's max_loop_iterations."""
+    limit = int(profile.get("max_loop_iterations", 0))
+    if not limit or root is None or s.root_k_tile or s.reduce_threads or s.coop or s.promote_k:
+        return False
+    outputs = 1
+    for t, n in zip(s.tile, s.threads):
+        outputs *= -(-t // n) if n else max(t, 1)
+    k = 1
+    for r, it in zip(root.ranges, root.iterators):
+        k *= r if it == "reduction" else 1
+    return outputs * k > limit
+
+
+def _loop_too_long(root: OpKind | None, profile: dict) -> bool:
+    """Whether one thread reducing a whole row of `root` would pass the profile's max_loop_iterations."""
+    limit = int(profile.get("max_loop_iterations", 0))
+    if not limit or root is None or root.kind != "reduction":
+        return False
+    n = 1
+    for r, it in zip(root.ranges, root.iterators):
+        n *= r if it == "reduction" else 1
+    return n > limit
 
 
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:

@@ -1,0 +1,53 @@
+"""Rewrites of lowered kernels for Vulkan drivers that run a subgroup as the SIMD lanes of one CPU thread
+(lavapipe), where every buffer access is a loop over the lanes; each is turned on by a key of the profile.
+
+  forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
+  gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
+  loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
+  subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
+                          (subgroup_reads.py; the value is the subgroup size)
+  wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
+                          (wide_buffers.py); then 8-element vectors are split into vec4 halves
+                          (split_vectors.py: the strategy's elementwise tiles of 8)
+"""
+
+from __future__ import annotations
+
+from .constant_init import forward_constant_writes
+from .gelu_form import gelu_as_sigmoid
+from .loop_vectorize import vectorize_loops
+from .mlir import ir, passmanager
+from .split_vectors import split_wide_vectors
+from .subgroup_reads import share_subgroup_reads
+from .wide_buffers import widen_buffers
+
+# 2-d register tiles are accessed row by row (as the SPIR-V lowering does first anyway).
+_UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
+
+
+def rewrite(text: str, profile: dict) -> str:
+    """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
+    lanes = int(profile.get("subgroup_shared_reads", 0))
+    if not (profile.get("forward_constant_init") or lanes or
+            profile.get("wide_buffers") or profile.get("loop_vectorize") or profile.get("gelu_as_sigmoid")):
+        return text
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
+
+        def gpu_module() -> ir.Operation:
+            return next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
+
+        changed = False
+        if profile.get("gelu_as_sigmoid"):
+            changed |= gelu_as_sigmoid(gpu_module())
+        if profile.get("forward_constant_init"):
+            changed |= forward_constant_writes(gpu_module())
+        if profile.get("loop_vectorize"):
+            changed |= vectorize_loops(gpu_module())
+        if lanes:
+            changed |= share_subgroup_reads(gpu_module(), lanes)
+        if profile.get("wide_buffers"):
+            passmanager.PassManager.parse(_UNROLL).run(module.operation)
+            changed |= widen_buffers(gpu_module())
+            changed |= split_wide_vectors(gpu_module())
+        return str(gpu_module()) if changed else text

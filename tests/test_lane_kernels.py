@@ -1,0 +1,139 @@
+"""Rewrites of lowered kernels for CPU Vulkan drivers (compiler/lane_kernels.py; lavapipe's profile turns them
+on): each forced on and off on every Vulkan device, against numpy, and seen in the SPIR-V."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+from portable import profiles
+from portable.api import CompiledGraph
+from portable.codegen_spirv import disassemble, validate
+from portable.compiler.pipeline import compile_module
+from portable.devices import open_device
+
+RNG = np.random.default_rng(5)
+OFF = dict(forward_constant_init=False, wide_buffers=False, loop_vectorize=False, subgroup_shared_reads=0,
+           elementwise_per_thread=4, gelu_as_sigmoid=False)
+
+
+def _compile(device: str, text: str, **overrides):
+    live = open_device(device)
+    if live.info.api != "vulkan":
+        pytest.skip("the rewrites run on the Vulkan path only")
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **OFF)
+    opts.update(overrides)
+    exe = compile_module(text, opts, ("vulkan",))
+    spirv = ""
+    for k in exe.kernels:
+        validate(k.spirv)
+        spirv += disassemble(k.spirv)
+    return CompiledGraph(exe, live), spirv
+
+
+def test_wide_buffers(device):
+    g = portable.Graph()
+    a, b, c = g.input((100, 64)), g.input((64,)), g.input((7, 5))
+    g.output(g.relu(g.add(a, b)), g.mul(c, c))  # 5 columns: not 4-aligned, stays f32
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((100, 64), (64,), (7, 5))]
+    exe, spirv = _compile(device, g.to_mlir(), wide_buffers=True)
+    assert "%v2ulong" in spirv
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_constant_init_drops_the_output_round_trip(device):
+    g = portable.Graph()
+    a, b = g.input((4, 64, 64)), g.input((4, 64, 32))
+    g.output(g.matmul(a, b))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((4, 64, 64), (4, 64, 32))]
+    _, before = _compile(device, g.to_mlir())
+    exe, after = _compile(device, g.to_mlir(), forward_constant_init=True)
+    assert after.count("OpStore") < before.count("OpStore") and after.count("OpLoad") < before.count("OpLoad")
+    np.testing.assert_allclose(exe(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
+def _depthwise(n: int, hw: int, c: int) -> str:
+    x, w = f"tensor<{n}x{hw}x{hw}x{c}xf32>", f"tensor<3x3x{c}xf32>"
+    xp, out = f"tensor<{n}x{hw + 2}x{hw + 2}x{c}xf32>", f"tensor<{n}x{hw}x{hw}x{c}xf32>"
+    return f"""module {{
+  func.func @main(%x: {x}, %w: {w}) -> {out} {{
+    %zero = arith.constant 0.0 : f32
+    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : f32
+    }} : {x} to {xp}
+    %empty = tensor.empty() : {out}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
+    %r = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
+      ins(%xp, %w : {xp}, {w}) outs(%acc : {out}) -> {out}
+    return %r : {out}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("shape", [(1, 20, 32), (2, 9, 5)])
+def test_depthwise_conv_taps_carried_in_registers(device, shape):
+    """A scalar depthwise convolution's output element is carried in a register across the tap loops
+    (compiler/loop_registers.py, every profile); with loop_vectorize the channel loop runs on vec4."""
+    n, hw, c = shape
+    text = _depthwise(n, hw, c)
+    x = RNG.standard_normal((n, hw, hw, c)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, c)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = sum(xp[:, i:i + hw, j:j + hw, :] * w[i, j] for i in range(3) for j in range(3))
+    exe, scalar = _compile(device, text)
+    # The output element is read and written once per output, not once per tap: the loops keep it in a phi.
+    assert "OpPhi %float" in scalar
+    np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
+    # Then the channel loop runs on vec4, the tap loops carrying vec4 accumulators (loop_vectorize.py).
+    exe, vec = _compile(device, text, loop_vectorize=True)
+    assert ("OpPhi %v4float" in vec) == (c % 4 == 0)
+    np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cols", [64, 12])
+def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
+    """Eight elements per thread: 32-byte buffer accesses, vec4 math (compiler/split_vectors.py); 12 columns take
+    tiles of 4."""
+    g = portable.Graph()
+    a, bias, c = g.input((48, cols)), g.input((cols,)), g.input((48, cols))
+    g.output(g.add(g.mul(g.gelu(g.add(a, bias)), c), 1.5), g.relu(a))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((48, cols), (cols,), (48, cols))]
+    exe, spirv = _compile(device, g.to_mlir(), wide_buffers=True, elementwise_per_thread=8)
+    assert ("%v4ulong" in spirv) == (cols % 8 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 1000), (6, 1001)])
+def test_row_loops_vectorized(device, rows, cols):
+    """softmax and a layernorm-like chain: one row per thread, column loops on vec4 with vec4 partial sums and
+    maxima (compiler/loop_vectorize.py); 1001 columns stay scalar."""
+    g = portable.Graph()
+    x, gamma = g.input((rows, cols)), g.input((cols,))
+    xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    g.output(g.softmax(x, axis=-1), g.mul(g.mul(xc, g.rsqrt(g.add(g.mean(g.mul(xc, xc), axis=-1, keepdims=True),
+                                                                 1e-5))), gamma))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,))]
+    _, before = _compile(device, g.to_mlir())
+    exe, after = _compile(device, g.to_mlir(), loop_vectorize=True)
+    assert "OpLoad %v4float" not in before
+    assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_gelu_as_sigmoid(device):
+    """0.5x(1 + tanh(u)) as x / (1 + exp(-2u)), down to large |x| where 1 + tanh(u) cancels (gelu_form.py)."""
+    g = portable.Graph()
+    a = g.input((4, 64))
+    g.output(g.gelu(a))
+    x = np.concatenate([RNG.standard_normal((2, 64)), np.linspace(-12, 12, 128).reshape(2, 64)]).astype(np.float32)
+    _, before = _compile(device, g.to_mlir())
+    exe, after = _compile(device, g.to_mlir(), gelu_as_sigmoid=True)
+    assert "Tanh" in before and "Tanh" not in after and "Exp" in after
+    ref = 0.5 * x.astype(np.float64) * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+    np.testing.assert_allclose(exe(x)[0], ref, rtol=1e-5, atol=1e-6)
