@@ -11,46 +11,14 @@ of a vector other threads may be writing); scalar loads become a vector load plu
 
 from __future__ import annotations
 
-from ..compiler.ir_util import find_ops
+from ..compiler.ir_util import find_ops, multiple_of
 from ..compiler.mlir import arith, ir, memref, vector
 
 WIDTH = 4
 
 
-def _const(v: ir.Value) -> int | None:
-    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
-        a = v.owner.attributes["value"]
-        if isinstance(a, ir.IntegerAttr):
-            return a.value
-    return None
 
 
-def _multiple(v: ir.Value, n: int, depth: int = 0) -> bool:
-    """Whether index `v` is provably a multiple of n (constants, products, sums, loop ivs on such steps)."""
-    if depth > 24:
-        return False
-    c = _const(v)
-    if c is not None:
-        return c % n == 0
-    if isinstance(v, ir.BlockArgument):
-        owner = v.owner.owner  # the op holding the block
-        if owner is not None and owner.name == "scf.for" and v.arg_number == 0:
-            lb, _, step = owner.operands[0], owner.operands[1], owner.operands[2]
-            return _multiple(lb, n, depth + 1) and _multiple(step, n, depth + 1)
-        return False
-    op = v.owner
-    name = op.operation.name
-    a = list(op.operands)
-    if name == "arith.muli":
-        return _multiple(a[0], n, depth + 1) or _multiple(a[1], n, depth + 1)
-    if name in ("arith.addi", "arith.subi"):
-        return _multiple(a[0], n, depth + 1) and _multiple(a[1], n, depth + 1)
-    if name == "arith.shli":
-        s = _const(a[1])
-        return s is not None and (1 << s) % n == 0 or _multiple(a[0], n, depth + 1)
-    if name in ("arith.index_cast", "arith.index_castui"):
-        return _multiple(a[0], n, depth + 1)
-    return False
 
 
 _VEC = ("vector.transfer_read", "vector.transfer_write")
@@ -125,7 +93,7 @@ def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
         return None
     if any(u.owner.name not in _VEC + ("memref.load", "memref.store") for u in buf.uses):
         return None  # a view or a call: its layout would change under it
-    if not all(_plain_vec4(op) and _multiple(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
+    if not all(_plain_vec4(op) and multiple_of(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
         return None
     elem_v = ir.VectorType.get([WIDTH], t.element_type)
     new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // WIDTH], elem_v, memory_space=t.memory_space)

@@ -50,3 +50,40 @@ def bf16_bits(attr: ir.Attribute) -> list[int]:
         u = struct.unpack("<I", struct.pack("<f", float(item)))[0]
         bits.append(0x7FC0 if item.lower() == "nan" else ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
     return bits
+
+
+def constant_int(v: ir.Value) -> int | None:
+    """The value of an integer arith.constant, else None."""
+    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
+        attr = v.owner.operation.attributes["value"]
+        if isinstance(attr, ir.IntegerAttr):
+            return attr.value
+    return None
+
+
+def multiple_of(v: ir.Value, n: int, depth: int = 0) -> bool:
+    """Whether index `v` is provably a multiple of n (constants, products, sums, shifts, index casts, loop ivs
+    whose start and step are)."""
+    if depth > 24:
+        return False
+    c = constant_int(v)
+    if c is not None:
+        return c % n == 0
+    if isinstance(v, ir.BlockArgument):
+        owner = v.owner.owner  # the op holding the block
+        if owner is not None and owner.name == "scf.for" and v.arg_number == 0:
+            return multiple_of(owner.operands[0], n, depth + 1) and multiple_of(owner.operands[2], n, depth + 1)
+        return False
+    op = v.owner.operation
+    a = list(op.operands)
+    if op.name == "arith.muli":
+        return multiple_of(a[0], n, depth + 1) or multiple_of(a[1], n, depth + 1)
+    if op.name in ("arith.addi", "arith.subi"):
+        return multiple_of(a[0], n, depth + 1) and multiple_of(a[1], n, depth + 1)
+    if op.name == "arith.shli":
+        s = constant_int(a[1])
+        return s is not None and (1 << s) % n == 0 or multiple_of(a[0], n, depth + 1)
+    if op.name in ("arith.index_cast", "arith.index_castui"):
+        return multiple_of(a[0], n, depth + 1)
+    return False
+

@@ -14,6 +14,7 @@ against 0.04 ms on the H200).
 
 from __future__ import annotations
 
+from .ir_util import constant_int
 from .mlir import ir, scf
 
 # (read op, index of its memref operand, number of trailing non-index operands); (write op, memref, value).
@@ -39,11 +40,6 @@ def defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
     return not (owner == loop or _inside(owner, loop))
 
 
-def constant_int(v: ir.Value) -> int | None:
-    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
-        attr = v.owner.operation.attributes["value"]
-        return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
-    return None
 
 
 def _base(v: ir.Value) -> ir.Value:

@@ -17,8 +17,8 @@ is still reached through subviews.
 from __future__ import annotations
 
 from .dispatch import Group
-from .ir_util import find_ops, pop_marked
-from .loop_registers import carry_in_registers, constant_int, defined_outside
+from .ir_util import constant_int, find_ops, pop_marked
+from .loop_registers import carry_in_registers, defined_outside
 from .mlir import arith, ir, scf
 from .strategy import Strategy
 
