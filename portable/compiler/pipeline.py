@@ -100,7 +100,7 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             gp = dict(gp, matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
         s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
-            s = strategy.choose(kind, dict(profile, matmul_promote_tile=None), g.kind)
+            s = strategy.choose(kind, dict(gp, matmul_promote_tile=None, matmul_promote_tiles=[]), g.kind)
         if plain:
             s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
                                     root_col_split=(0, 0, 1), promote_k=0)
