@@ -45,3 +45,22 @@ def _no_validation_messages(request):
     if hasattr(backend, "validation_messages"):
         backend.validation_messages.clear()
     assert not msgs, "Vulkan validation layer reported:\n" + "\n".join(msgs)
+
+
+def compile_and_load(source, device, tmp_path, **overrides):
+    """Compile a Graph or MLIR text for `device`'s own profile with `overrides` (SPIR-V validated), save it and
+    load it back: (Executable, loaded graph)."""
+    import portable
+    from portable import profiles
+    from portable.codegen_spirv import validate
+    from portable.compiler.pipeline import compile_module
+
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
+    text = source if isinstance(source, str) else source.to_mlir()
+    exe = compile_module(text, opts, (live.info.api,))
+    if live.info.api == "vulkan":
+        for k in exe.kernels:
+            validate(k.spirv)
+    exe.save(tmp_path / "g.ptx")
+    return exe, portable.load(tmp_path / "g.ptx", device=device)

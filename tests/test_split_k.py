@@ -2,23 +2,9 @@
 
 import numpy as np
 import pytest
+from conftest import compile_and_load
 
 import portable
-from portable import profiles
-from portable.codegen_spirv import validate
-from portable.compiler.pipeline import compile_module
-from portable.devices import open_device
-
-
-def _compile(text: str, device, tmp_path, **overrides):
-    live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
-    exe = compile_module(text, opts, (live.info.api,))
-    if live.info.api == "vulkan":
-        for k in exe.kernels:
-            validate(k.spirv)
-    exe.save(tmp_path / "g.ptx")
-    return exe, portable.load(tmp_path / "g.ptx", device=device)
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1024, 256), (3, 512, 64), (1, 96, 8)])
@@ -28,7 +14,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
     g = portable.Graph("gemv")
     x, w, r = g.input((m, k)), g.input((k, n)), g.input((m, n))
     g.output(g.add(g.matmul(x, w), r))
-    exe, loaded = _compile(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
     assert len(exe.dispatches) == 2  # partial sums, then their reduction with the epilogue fused
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n))]
@@ -46,7 +32,7 @@ def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
           -> tensor<1x128xf32>
       return %r : tensor<1x128xf32>
     }"""
-    exe, loaded = _compile(text, device, tmp_path, gemv_split_threads=4096)
+    exe, loaded = compile_and_load(text, device, tmp_path, gemv_split_threads=4096)
     assert len(exe.dispatches) == 2
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((1, 512)).astype(np.float16), rng.standard_normal((512, 128)).astype(np.float16)
@@ -57,9 +43,9 @@ def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
 def test_no_split_without_the_profile_key_or_for_many_rows(device, tmp_path):
     g = portable.Graph("mm")
     g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 rows: outputs enough, not split
-    exe, loaded = _compile(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
     assert len(exe.dispatches) == 1
     g = portable.Graph("gemv")
     g.output(g.matmul(g.input((1, 256)), g.input((256, 64))))
-    exe, _ = _compile(g.to_mlir(), device, tmp_path, gemv_split_threads=0)
+    exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=0)
     assert len(exe.dispatches) == 1

@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import compile_and_load as _compile_and_load
 
 import portable
 from portable import profiles
-from portable.codegen_spirv import validate
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
-
-
-def _compile_and_load(g, device, tmp_path, **overrides):
-    live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
-    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
-    if live.info.api == "vulkan":
-        for k in exe.kernels:
-            validate(k.spirv)
-    path = tmp_path / "g.ptx"
-    exe.save(path)
-    return exe, portable.load(path, device=device)
 
 
 @pytest.mark.parametrize("shape", [(33, 1000), (4, 129), (1, 4096)])
