@@ -3,6 +3,8 @@ on): each forced on and off on every Vulkan device, against numpy, and seen in t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from portable.devices import open_device
 
 RNG = np.random.default_rng(5)
 OFF = dict(forward_constant_init=False, wide_buffers=False, loop_vectorize=False, subgroup_shared_reads=0,
-           elementwise_per_thread=4, gelu_as_sigmoid=False)
+           elementwise_per_thread=4, gelu_as_sigmoid=False, recompute_private_rows=False)
 
 
 def _compile(device: str, text: str, **overrides):
@@ -30,6 +32,12 @@ def _compile(device: str, text: str, **overrides):
         validate(k.spirv)
         spirv += disassemble(k.spirv)
     return CompiledGraph(exe, live), spirv
+
+
+def _private_row(spirv: str, cols: int) -> bool:
+    """Whether the SPIR-V has a Function-storage variable holding an array of `cols` floats."""
+    structs = re.findall(rf"(%_struct_\d+) = OpTypeStruct %_arr_float_uint_{cols}\n", spirv)
+    return any(re.search(rf"OpTypePointer Function {s}\n", spirv) for s in structs)
 
 
 def test_wide_buffers(device):
@@ -122,6 +130,26 @@ def test_row_loops_vectorized(device, rows, cols):
     exe, after = _compile(device, g.to_mlir(), loop_vectorize=True)
     assert "OpLoad %v4float" not in before
     assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 1000), (128, 1001), (16, 12), (6, 1001), (3, 7)])
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_private_rows_recomputed(device, rows, cols, vectorized):
+    """softmax's exp(x - max) and layernorm's x - mean are recomputed where read instead of kept as a private row
+    of the thread (compiler/private_rows.py): no private array of the row's length is left. Row counts that leave
+    threads without a row keep their rows (sized at run time, in loops over the thread's rows)."""
+    g = portable.Graph()
+    x, gamma, beta = g.input((rows, cols)), g.input((cols,)), g.input((cols,))
+    xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.mul(xc, xc), axis=-1, keepdims=True)
+    g.output(g.softmax(g.mul(x, 0.125), axis=-1), g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, 1e-5))), gamma), beta))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (cols,))]
+    _, before = _compile(device, g.to_mlir(), loop_vectorize=vectorized)
+    exe, after = _compile(device, g.to_mlir(), loop_vectorize=vectorized, recompute_private_rows=True)
+    assert _private_row(before, cols)
+    assert _private_row(after, cols) == (rows < 8)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 

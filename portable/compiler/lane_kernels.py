@@ -4,6 +4,8 @@
   forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
   gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
+  recompute_private_rows  rows a loop of arithmetic writes to private memory are recomputed where read
+                          (private_rows.py; before loop_vectorize, whose loops then read the inputs)
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
@@ -17,6 +19,7 @@ from .constant_init import forward_constant_writes
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
 from .mlir import ir, passmanager
+from .private_rows import recompute_private_rows
 from .split_vectors import split_wide_vectors
 from .subgroup_reads import share_subgroup_reads
 from .wide_buffers import widen_buffers
@@ -28,8 +31,8 @@ _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true targ
 def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
-    if not (profile.get("forward_constant_init") or lanes or
-            profile.get("wide_buffers") or profile.get("loop_vectorize") or profile.get("gelu_as_sigmoid")):
+    keys = ("forward_constant_init", "wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows")
+    if not (lanes or any(profile.get(k) for k in keys)):
         return text
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
@@ -42,6 +45,8 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= gelu_as_sigmoid(gpu_module())
         if profile.get("forward_constant_init"):
             changed |= forward_constant_writes(gpu_module())
+        if profile.get("recompute_private_rows"):
+            changed |= recompute_private_rows(gpu_module())
         if profile.get("loop_vectorize"):
             changed |= vectorize_loops(gpu_module())
         if lanes:
