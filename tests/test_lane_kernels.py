@@ -17,7 +17,8 @@ from portable.devices import open_device
 
 RNG = np.random.default_rng(5)
 OFF = dict(forward_constant_init=False, wide_buffers=False, loop_vectorize=False, subgroup_shared_reads=0,
-           elementwise_per_thread=4, gelu_as_sigmoid=False, recompute_private_rows=False)
+           elementwise_per_thread=4, gelu_as_sigmoid=False, recompute_private_rows=False,
+           subgroup_rows=0)
 
 
 def _compile(device: str, text: str, **overrides):
@@ -152,6 +153,27 @@ def test_private_rows_recomputed(device, rows, cols, vectorized):
     assert _private_row(after, cols) == (rows < 8)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 1024), (128, 96), (8, 32), (16, 2048), (16, 4096), (64, 1000), (6, 64)])
+def test_subgroup_rows(device, rows, cols):
+    """softmax, layernorm and a row sum with each subgroup's rows taken one after the other, columns across its
+    lanes, reductions by xor shuffles (compiler/subgroup_rows.py): only where the columns are a multiple of 32
+    up to subgroup_row_columns and every thread has a row."""
+    g = portable.Graph()
+    x, gamma, beta = g.input((rows, cols)), g.input((cols,)), g.input((cols,))
+    xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.mul(xc, xc), axis=-1, keepdims=True)
+    g.output(g.softmax(g.mul(x, 0.125), axis=-1), g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, 1e-5))), gamma), beta),
+             g.sum(g.mul(x, x), axis=-1))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (cols,))]
+    keys = dict(loop_vectorize=True, recompute_private_rows=True, subgroup_row_columns=2048)
+    _, before = _compile(device, g.to_mlir(), **keys)
+    exe, after = _compile(device, g.to_mlir(), subgroup_rows=8, wide_buffers=True, **keys)
+    assert "OpGroupNonUniformShuffleXor" not in before
+    assert ("OpGroupNonUniformShuffleXor" in after) == (cols % 32 == 0 and cols <= 2048 and rows % 8 == 0)
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
 def test_gelu_as_sigmoid(device):

@@ -6,6 +6,8 @@
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
   recompute_private_rows  rows a loop of arithmetic writes to private memory are recomputed where read
                           (private_rows.py; before loop_vectorize, whose loops then read the inputs)
+  subgroup_rows           a subgroup's rows one after the other, columns across its lanes, in registers
+                          (subgroup_rows.py; the value is the subgroup size, subgroup_row_columns the longest row)
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
@@ -22,6 +24,7 @@ from .mlir import ir, passmanager
 from .private_rows import recompute_private_rows
 from .split_vectors import split_wide_vectors
 from .subgroup_reads import share_subgroup_reads
+from .subgroup_rows import split_rows
 from .wide_buffers import widen_buffers
 
 # 2-d register tiles are accessed row by row (as the SPIR-V lowering does first anyway).
@@ -31,7 +34,8 @@ _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true targ
 def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
-    keys = ("forward_constant_init", "wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows")
+    keys = ("forward_constant_init", "wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
+            "subgroup_rows")
     if not (lanes or any(profile.get(k) for k in keys)):
         return text
     with ir.Context(), ir.Location.unknown():
@@ -49,6 +53,9 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= recompute_private_rows(gpu_module())
         if profile.get("loop_vectorize"):
             changed |= vectorize_loops(gpu_module())
+        if profile.get("subgroup_rows"):
+            changed |= split_rows(module, gpu_module, int(profile["subgroup_rows"]),
+                                  int(profile.get("subgroup_row_columns", 1024)))
         if lanes:
             changed |= share_subgroup_reads(gpu_module(), lanes)
         if profile.get("wide_buffers"):
