@@ -3,7 +3,9 @@
 An elementwise thread tile of 8 lets wide_buffers.py read and write 32 bytes per access (vector<4xi64>): on
 llvmpipe every buffer access is a loop over the lanes whose cost is mostly per access, so fewer, wider accesses
 pay. The arithmetic stays on vec4: every op on vector<8xT> becomes two ops on the halves. Handled: elementwise
-arith/math ops and vector.fma, constants, broadcasts of scalars, bitcasts, and 1-d minor-identity transfers; a
+arith/math ops and vector.fma, constants, broadcasts of scalars, bitcasts, 1-d minor-identity transfers, and
+the halves taken from and joined into 8-element vectors (subgroup_rows.py: vector.extract_strided_slice of a half,
+vector.shuffle of two halves in order); a
 function with any other op on 8-element vectors is left whole (the SPIR-V lowering then fails and the compile
 falls back to scalar tiles).
 """
@@ -58,11 +60,31 @@ def _handled(op: ir.Operation) -> bool:
     if op.name == "vector.bitcast":
         src, dst = ir.VectorType(op.operands[0].type), ir.VectorType(op.results[0].type)
         return src.rank == dst.rank == 1 and src.shape[0] % 2 == 0 and dst.shape[0] % 2 == 0
+    if op.name == "vector.extract_strided_slice":
+        return _half_slice(op) is not None
+    if op.name == "vector.shuffle":
+        return _joined(op)
     if op.name in ("vector.transfer_read", "vector.transfer_write"):
         seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
         amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
         return seg[-1] == 0 and len(amap.results) == 1 and str(amap.results[0]) == f"d{amap.n_dims - 1}"
     return False
+
+
+def _half_slice(op: ir.Operation) -> int | None:
+    """Which half (0, 1) a 1-d extract_strided_slice of an 8-element vector takes, when it takes one."""
+    offsets = [int(x) for x in ir.ArrayAttr(op.attributes["offsets"])]
+    sizes = [int(x) for x in ir.ArrayAttr(op.attributes["sizes"])]
+    strides = [int(x) for x in ir.ArrayAttr(op.attributes["strides"])]
+    if not _wide(op.operands[0].type) or sizes != [HALF] or strides != [1] or offsets not in ([0], [HALF]):
+        return None
+    return offsets[0] // HALF
+
+
+def _joined(op: ir.Operation) -> bool:
+    """A vector.shuffle that puts two 4-element vectors one after the other."""
+    mask = [int(x) for x in ir.DenseI64ArrayAttr(op.attributes["mask"])]
+    return mask == list(range(WIDE)) and all(ir.VectorType(v.type).shape == [HALF] for v in op.operands)
 
 
 def _splittable(fn: ir.Operation) -> bool:
@@ -114,6 +136,10 @@ def _split_op(op: ir.Operation, halves: dict) -> None:
         halves[op.results[0]] = (b, b)
     elif name == "vector.bitcast":
         _split_bitcast(op, halves)
+    elif name == "vector.extract_strided_slice":
+        op.results[0].replace_all_uses_with(halves[op.operands[0]][_half_slice(op)])
+    elif name == "vector.shuffle":
+        halves[op.results[0]] = (op.operands[0], op.operands[1])
     elif name == "vector.transfer_read":
         _split_read(op, halves)
     elif name == "vector.transfer_write":

@@ -19,7 +19,7 @@ iter_args are vec4 partials each reduced by one vector.reduction, and whose writ
 from __future__ import annotations
 
 from .ir_util import constant_int, find_ops
-from .mlir import arith, gpu, ir, passmanager, scf
+from .mlir import arith, gpu, ir, passmanager, scf, vector
 
 WIDTH = 4
 SHUFFLE_WIDTH = 32  # the SPIR-V lowering of gpu.shuffle takes only the target's subgroup size (32 when unset)
@@ -28,7 +28,8 @@ _COMBINE = {"add": "arith.addf", "mul": "arith.mulf", "maximumf": "arith.maximum
 _WRITES = ("memref.store", "vector.transfer_write", "vector.store")
 _TOP = ("memref.load", "memref.store", "vector.transfer_read", "vector.transfer_write", "vector.broadcast",
         "vector.reduction", "gpu.block_id", "gpu.thread_id", "memref.alloc", "memref.alloca", "gpu.return")
-_HOIST = ("vector.broadcast", "vector.extract", "vector.bitcast", "gpu.block_id", "gpu.lane_id", "affine.apply")
+_HOIST = ("vector.broadcast", "vector.extract", "vector.extract_strided_slice", "vector.bitcast", "gpu.block_id",
+          "gpu.lane_id", "affine.apply")
 _CLEAN = "builtin.module(gpu.module(gpu.func(canonicalize,cse)))"
 
 
@@ -144,10 +145,13 @@ def _rewrite(fn: ir.Operation, subgroup: int, tid: ir.Operation, loops: list) ->
     with ir.InsertionPoint.after(tid), fn.location:
         lane = gpu.LaneIdOp().result
         first = arith.SubIOp(tid.results[0], lane).result  # the subgroup's first invocation
-        lane_cols = arith.MulIOp(lane, arith.ConstantOp(index, WIDTH).result).result
+        # 8 consecutive columns per lane where every loop's columns allow: one 32-byte access, not two of 16.
+        span = 2 * WIDTH if all(constant_int(lp.operands[1]) % (2 * WIDTH * subgroup) == 0 for lp in loops) else WIDTH
+        lane_cols = arith.MulIOp(lane, arith.ConstantOp(index, span).result).result
         ub = max(constant_int(loop.operands[1]) for loop in loops)
-        cols = [lane_cols] + [arith.AddIOp(lane_cols, arith.ConstantOp(index, k * WIDTH * subgroup).result).result
-                              for k in range(1, ub // (WIDTH * subgroup))]
+        pair = span // WIDTH
+        offsets = [k // pair * span * subgroup + k % pair * WIDTH for k in range(ub // (WIDTH * subgroup))]
+        cols = [lane_cols] + [arith.AddIOp(lane_cols, arith.ConstantOp(index, k).result).result for k in offsets[1:]]
         zero, one = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
         rows = arith.ConstantOp(index, subgroup).result
     term = ops[-1]
@@ -166,27 +170,33 @@ def _rewrite(fn: ir.Operation, subgroup: int, tid: ir.Operation, loops: list) ->
     for owner, n in uses:
         owner.operands[n] = mine
     for loop in loops:
-        _unroll(loop, cols[:constant_int(loop.operands[1]) // (WIDTH * subgroup)], subgroup)
+        _unroll(loop, cols[:constant_int(loop.operands[1]) // (WIDTH * subgroup)], subgroup, span // WIDTH)
     fn.attributes["portable.subgroup_rows"] = ir.UnitAttr.get()
     rloop.operation.attributes["portable.subgroup_rows"] = ir.UnitAttr.get()
 
 
-def _unroll(loop: ir.Operation, cols: list, subgroup: int) -> None:
-    """The column loop as one copy of its body per group of 4 columns of this lane (`cols`); its reductions
+def _unroll(loop: ir.Operation, cols: list, subgroup: int, pair: int) -> None:
+    """The column loop as one copy of its body per group of 4 columns of this lane (`cols`, in the lane's order);
+    with `pair` 2, two copies share their buffer accesses as one of 8 columns. Its reductions are then
     completed across the subgroup's lanes."""
     body = loop.regions[0].blocks[0]
     iv, accs = body.arguments[0], list(body.arguments)[1:]
     ops = [o.operation for o in body.operations]
     current = list(loop.operands)[3:]
     ip = ir.InsertionPoint(loop)
-    for col in cols:
+    wide = {}  # body transfer -> its 8-column read, or the first half of its write
+    for k, col in enumerate(cols):
+        half = k % pair
         values = {iv: col}
         values.update(zip(accs, current))
-        for op in ops[:-1]:
+        for i, op in enumerate(ops[:-1]):
+            if pair == 2 and op.name in ("vector.transfer_read", "vector.transfer_write") and iv in list(op.operands):
+                _paired(op, i, values, wide, half, ip)
+                continue
             clone = op.clone(ip)
-            for i, v in enumerate(op.operands):
+            for j, v in enumerate(op.operands):
                 if v in values:
-                    clone.operands[i] = values[v]
+                    clone.operands[j] = values[v]
             for old, new in zip(op.results, clone.results):
                 values[old] = new
         current = [values.get(v, v) for v in ops[-1].operands]
@@ -195,6 +205,28 @@ def _unroll(loop: ir.Operation, cols: list, subgroup: int) -> None:
         res.replace_all_uses_with(final)
         _across_lanes(red, subgroup)
     loop.erase()
+
+
+def _paired(op: ir.Operation, key: int, values: dict, wide: dict, half: int, ip: ir.InsertionPoint) -> None:
+    """A vec4 transfer of the first (`half` 0) or second copy of a pair: reads take their half of one 8-column
+    read; the write of the second copy writes both halves (nothing in the kernel reads what it writes)."""
+    operands = [values.get(v, v) for v in op.operands]
+    with ip, op.location:
+        if op.name == "vector.transfer_read":
+            vt = ir.VectorType(op.results[0].type)
+            if half == 0:
+                seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+                idx, pad = operands[1:1 + seg[1]], operands[1 + seg[1]]
+                wide[key] = vector.TransferReadOp(ir.VectorType.get([2 * WIDTH], vt.element_type), operands[0], idx,
+                                                 op.attributes["permutation_map"], pad, [True]).result
+            values[op.results[0]] = vector.ExtractStridedSliceOp(vt, wide[key], [half * WIDTH], [WIDTH], [1]).result
+        elif half == 0:
+            wide[key] = operands
+        else:
+            first = wide[key]
+            both = vector.ShuffleOp(first[0], operands[0], list(range(2 * WIDTH))).result
+            seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+            vector.TransferWriteOp(None, both, first[1], first[2:2 + seg[2]], op.attributes["permutation_map"], [True])
 
 
 def _across_lanes(red: ir.Operation, subgroup: int) -> None:
