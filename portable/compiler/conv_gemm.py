@@ -209,10 +209,11 @@ def _spatial(bh: ir.Value, bk: ir.Value, s: int, d: int, low: int) -> ir.Value:
                         _idx(low)).result
 
 
-def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
+def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int, view_1x1: bool = False) -> bool:
     """linalg.conv_2d_nhwc_hwcf -> patches gathered into an (N*OH*OW, KH*KW*C) matrix, times the filter as a
     (KH*KW*C, F) matrix (implicit padding folded into the gather). Skipped (False) when the patch matrix would
-    exceed `max_bytes`."""
+    exceed `max_bytes`. With `view_1x1`, a 1x1 stride-1 unpadded convolution multiplies the input viewed as
+    (N*H*W, C): no gather kernel copies it."""
     params = _nhwc_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
     if elem is None:
@@ -228,6 +229,10 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
     m = n * oh * ow
     masked = low[1] or low[2] or src_t.shape[1] < (oh - 1) * sh + (kh - 1) * dh + 1 or \
         src_t.shape[2] < (ow - 1) * sw + (kw - 1) * dw + 1
+    if view_1x1 and (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
+        with ir.InsertionPoint(conv), conv.location:
+            _matmul(conv, _collapse(x, [[0, 1, 2], [3]]), w, init, m, f, elem)
+        return True
     with ir.InsertionPoint(conv), conv.location:
         placeholder = tensor.EmptyOp([n, oh, ow, kh, kw, c], elem)
 
@@ -242,12 +247,16 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
 
     cols = _gather_generic(placeholder.operation, ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem), body)
     with ir.InsertionPoint(conv), conv.location:
-        a = _collapse(cols, [[0, 1, 2], [3, 4, 5]])
-        b = _collapse(w, [[0, 1, 2], [3]])
-        acc, rest = _fill(init, [m, f], elem)
-        mm = linalg.matmul(a, b, outs=[acc])
-    _finish(conv, mm, [[0, 1, 2], [3]], rest)
+        _matmul(conv, _collapse(cols, [[0, 1, 2], [3, 4, 5]]), w, init, m, f, elem)
     return True
+
+
+def _matmul(conv: ir.Operation, a: ir.Value, w: ir.Value, init: ir.Value, m: int, f: int, elem: ir.Type) -> None:
+    """conv's result as the (M, K) patch matrix `a` times the HWCF filter viewed as (K, F)."""
+    b = _collapse(w, [[0, 1, 2], [3]])
+    acc, rest = _fill(init, [m, f], elem)
+    mm = linalg.matmul(a, b, outs=[acc])
+    _finish(conv, mm, [[0, 1, 2], [3]], rest)
 
 
 def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tuple[int, int, int, int, int] | None:
@@ -461,9 +470,10 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
         expand = back.operation
 
 
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int, view_1x1: bool = False) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
-    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes."""
+    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
+    `view_1x1`: NHWC 1x1 stride-1 convolutions read their input as the matrix (nhwc_conv_to_matmul)."""
     # Convolutions found first: rewriting one erases ops (its init, its consumers) that a live walk would visit.
     convs = []
     for op in func_op.regions[0].blocks[0].operations:
@@ -481,7 +491,7 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
                 if isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.expand_shape":
                     sink_expand(v.owner.operation)
                     break
-        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes)
+        nhwc_conv_to_matmul(conv, max_bytes, view_1x1) or nchw_conv_to_matmul(conv, max_bytes)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \
