@@ -18,7 +18,7 @@ from portable.devices import open_device
 RNG = np.random.default_rng(5)
 OFF = dict(forward_constant_init=False, wide_buffers=False, loop_vectorize=False, subgroup_shared_reads=0,
            elementwise_per_thread=4, gelu_as_sigmoid=False, recompute_private_rows=False,
-           subgroup_rows=0)
+           subgroup_rows=0, elementwise_rows_per_thread=1)
 
 
 def _compile(device: str, text: str, **overrides):
@@ -174,6 +174,25 @@ def test_subgroup_rows(device, rows, cols):
     assert ("OpGroupNonUniformShuffleXor" in after) == (cols % 32 == 0 and cols <= 2048 and rows % 8 == 0)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 1024), (32, 64), (12, 64), (6, 64), (8, 36)])
+def test_elementwise_rows_per_thread(device, rows, cols):
+    """bias + GELU + residual with 4 rows of 8 columns per thread where they divide, the bias read once for the 4
+    rows (compiler/row_vectors.py): a workgroup's row of 128 threads then covers 4 rows (a quarter of the grid)."""
+    g = portable.Graph()
+    x, bias, res = g.input((rows, cols)), g.input((cols,)), g.input((rows, cols))
+    g.output(g.add(g.gelu(g.add(x, bias)), res))
+    xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (rows, cols))]
+    keys = dict(wide_buffers=True, elementwise_per_thread=8, gelu_as_sigmoid=True)
+    plain, _ = _compile(device, g.to_mlir(), **keys)
+    exe, _ = _compile(device, g.to_mlir(), elementwise_rows_per_thread=4, **keys)
+    grid = [d.grid for d in exe.executable.dispatches]
+    grid0 = [d.grid for d in plain.executable.dispatches]
+    if cols == 1024:
+        assert grid == [(1, rows // 4, 1)] and grid0 == [(1, rows, 1)]
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_gelu_as_sigmoid(device):

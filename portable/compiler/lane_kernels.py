@@ -3,6 +3,7 @@
 
   forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
   gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
+  elementwise_rows_per_thread  2-d elementwise thread tiles unrolled into rows of 8 (row_vectors.py)
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
   recompute_private_rows  rows a loop of arithmetic writes to private memory are recomputed where read
                           (private_rows.py; before loop_vectorize, whose loops then read the inputs)
@@ -22,6 +23,7 @@ from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
 from .mlir import ir, passmanager
 from .private_rows import recompute_private_rows
+from .row_vectors import unroll_rows
 from .split_vectors import split_wide_vectors
 from .subgroup_reads import share_subgroup_reads
 from .subgroup_rows import split_rows
@@ -36,7 +38,8 @@ def rewrite(text: str, profile: dict) -> str:
     lanes = int(profile.get("subgroup_shared_reads", 0))
     keys = ("forward_constant_init", "wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
             "subgroup_rows")
-    if not (lanes or any(profile.get(k) for k in keys)):
+    rows = int(profile.get("elementwise_rows_per_thread", 1)) > 1
+    if not (lanes or rows or any(profile.get(k) for k in keys)):
         return text
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
@@ -45,6 +48,8 @@ def rewrite(text: str, profile: dict) -> str:
             return next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
 
         changed = False
+        if rows:
+            changed |= unroll_rows(gpu_module())
         if profile.get("gelu_as_sigmoid"):
             changed |= gelu_as_sigmoid(gpu_module())
         if profile.get("forward_constant_init"):

@@ -167,6 +167,10 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
             per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+        rows = int(profile.get("elementwise_rows_per_thread", 1))
+        if rows > 1 and per_thread[par[-1]] == 8 and profile.get("wide_buffers") and len(par) >= 2 and \
+                kind.ranges[par[-2]] % rows == 0:
+            per_thread[par[-2]] = rows  # lavapipe: a bias read once for `rows` rows (row_vectors.py)
     tile = [0] * len(kind.ranges)
     threads = [0] * len(kind.ranges)
     budget = invocations
