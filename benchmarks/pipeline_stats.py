@@ -1,14 +1,12 @@
-"""What the Vulkan driver says about each compute pipeline of a `portable bench --export` directory.
+"""What the driver says about each kernel of a `portable bench --export` directory: registers, spills, shared memory.
 
     python3 benchmarks/pipeline_stats.py DIR --device vulkan:0 [--filter GLOB] --out stats.json
 
-Through VK_KHR_pipeline_executable_properties: every kernel's pipeline is created without a pipeline cache (so
-the driver really compiles it) and with CAPTURE_STATISTICS | CAPTURE_INTERNAL_REPRESENTATIONS; for each
-executable the driver made of it: name, description, subgroup size, every statistic it reports (registers,
-spills, shared memory... whatever the driver names) and the text of its internal representations (truncated;
-some drivers give none). Needs only numpy and `vulkan`: runs on the GPU host. A device without the extension
-gets a message naming the device and driver, and exit status 2.
-"""
+Vulkan (VK_KHR_pipeline_executable_properties): each pipeline is built with CAPTURE_STATISTICS and
+CAPTURE_INTERNAL_REPRESENTATIONS and no pipeline cache (a real compile); per executable: name, description, subgroup
+size, every statistic, internal representations (truncated; some drivers give none). No extension: a message
+naming device and driver, exit status 2. OpenCL (opencl:N): build log (NVIDIA with -cl-nv-verbose puts ptxas'
+registers/spills/shared memory there) and binary if text (PTX). Needs only numpy + `vulkan` / `pyopencl`."""
 
 from __future__ import annotations
 
@@ -16,12 +14,16 @@ import argparse
 import fnmatch
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from portable.errors import DeviceNotFound, DriverError, PortableError  # noqa: E402
+from portable.bench.aot import read_manifest  # noqa: E402
+from portable.devices import parse_uri  # noqa: E402
+from portable.errors import DeviceNotFound, DriverError  # noqa: E402
+from portable.executable import Executable  # noqa: E402
 from portable.runtime_vk import VulkanBackend, pipelines  # noqa: E402
 from portable.runtime_vk._vk import new_struct, vk  # noqa: E402
 from portable.runtime_vk.errors import check  # noqa: E402
@@ -30,45 +32,35 @@ FEATURE = "pipelineExecutableInfo"  # runtime_vk.features.OPT_IN
 IR_CHARS = 20_000  # per internal representation: a kernel's assembly, not a whole module dump
 _PROPS, _STATS, _IRS = ("vkGetPipelineExecutablePropertiesKHR", "vkGetPipelineExecutableStatisticsKHR",
                         "vkGetPipelineExecutableInternalRepresentationsKHR")
+# VkPipelineExecutableStatisticFormatKHR 0..3 -> (name, field of the value union, Python type)
+_FORMATS = {0: ("bool32", "b32", bool), 1: ("int64", "i64", int), 2: ("uint64", "u64", int),
+            3: ("float64", "f64", float)}
 
 
 def device_functions(device: Any) -> dict[str, Any]:
     """The extension's three entry points for `device` (a VkDevice), through vkGetDeviceProcAddr."""
-    out = {}
-    for name in (_PROPS, _STATS, _IRS):
-        raw = vk.lib.vkGetDeviceProcAddr(device, name.encode())
-        if raw == vk.ffi.NULL:
-            raise DriverError(f"{name}: vkGetDeviceProcAddr gave NULL; the device was not created with "
-                              f"VK_KHR_pipeline_executable_properties enabled")
-        out[name] = vk.ffi.cast(f"PFN_{name}", raw)
-    return out
+    raw = {name: vk.lib.vkGetDeviceProcAddr(device, name.encode()) for name in (_PROPS, _STATS, _IRS)}
+    if any(r == vk.ffi.NULL for r in raw.values()):
+        raise DriverError(f"vkGetDeviceProcAddr gave NULL for {list(raw)}: was the extension enabled on the device?")
+    return {name: vk.ffi.cast(f"PFN_{name}", r) for name, r in raw.items()}
 
 
-def statistic_value(stat: Any) -> tuple[str, bool | int | float]:
-    """(format name, value) of a VkPipelineExecutableStatisticKHR: its value is a union chosen by `format`."""
-    fmt = stat.format
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-        return "bool32", bool(stat.value.b32)
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-        return "int64", int(stat.value.i64)
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-        return "uint64", int(stat.value.u64)
-    if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
-        return "float64", float(stat.value.f64)
-    return f"format {fmt}", int(stat.value.u64)
+def statistic(stat: Any) -> dict:
+    """A VkPipelineExecutableStatisticKHR as name, description, format, value (a union chosen by `format`)."""
+    fmt, field, cast = _FORMATS.get(int(stat.format), (f"format {stat.format}", "u64", int))
+    return {"name": _text(stat.name), "description": _text(stat.description), "format": fmt,
+            "value": cast(getattr(stat.value, field))}
 
 
 def _query(fns: dict, name: str, device: Any, info: Any, ctype: str, stype: int) -> Any:
-    """The usual two calls (count, then array) of an enumerating entry point, each item's sType set first.
-    Returns the cffi array: it owns the items' memory (a slice of it would not keep it alive)."""
+    """The two calls (count, then array; each item's sType set first) of an enumerating entry point. Returns the
+    whole array: it owns the items' memory (a slice would not keep it alive); a pipeline's counts never change."""
     count = vk.ffi.new("uint32_t*")
     check(int(fns[name](device, info, count, vk.ffi.NULL)), name)
     items = vk.ffi.new(f"{ctype}[{count[0]}]")
     for i in range(count[0]):
         items[i].sType = stype
     check(int(fns[name](device, info, count, items)), name)
-    if count[0] != len(items):  # the spec lets only a changing pipeline do this; ours do not change
-        raise DriverError(f"{name}: {len(items)} items announced, then {count[0]} given")
     return items
 
 
@@ -76,13 +68,9 @@ def _text(chars: Any) -> str:
     return vk.ffi.string(chars).decode("utf-8", errors="replace").strip()
 
 
-def _statistics(fns: dict, device: Any, info: Any) -> list[dict]:
-    out = []
-    for s in _query(fns, _STATS, device, info, "VkPipelineExecutableStatisticKHR",
-                    vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR):
-        fmt, value = statistic_value(s)
-        out.append({"name": _text(s.name), "description": _text(s.description), "format": fmt, "value": value})
-    return out
+def _clip(data: bytes, limit: int) -> dict:
+    text = data.rstrip(b"\0").decode("utf-8", errors="replace")
+    return {"bytes": len(data), "text": text[:limit], "truncated": len(text) > limit}
 
 
 def _representations(fns: dict, device: Any, info: Any, ir_chars: int) -> list[dict]:
@@ -93,14 +81,12 @@ def _representations(fns: dict, device: Any, info: Any, ir_chars: int) -> list[d
     for r, d in zip(reps, datas):
         r.pData = d
     result = int(fns[_IRS](device, info, vk.ffi.new("uint32_t*", len(reps)), reps))
-    if result != vk.VK_INCOMPLETE:  # INCOMPLETE: a text was cut short; keep what came
-        check(result, _IRS)
+    check(0 if result == vk.VK_INCOMPLETE else result, _IRS)  # INCOMPLETE: a text was cut short; keep what came
     out = []
     for r, d in zip(reps, datas):
         raw = vk.ffi.buffer(d, r.dataSize)[:]
-        text = raw.rstrip(b"\0").decode("utf-8", errors="replace") if r.isText else raw.hex()
         out.append({"name": _text(r.name), "description": _text(r.description), "is_text": bool(r.isText),
-                    "bytes": int(r.dataSize), "text": text[:ir_chars], "truncated": len(text) > ir_chars})
+                    **_clip(raw if r.isText else raw.hex().encode(), ir_chars)})
     return out
 
 
@@ -112,46 +98,73 @@ def pipeline_report(device: Any, fns: dict, pipeline: Any, ir_chars: int = IR_CH
                                  vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR)):
         einfo = new_struct("VkPipelineExecutableInfoKHR", vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
                            pipeline=pipeline, executableIndex=i)
+        stats = [statistic(s) for s in _query(fns, _STATS, device, einfo, "VkPipelineExecutableStatisticKHR",
+                                              vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR)]
         out.append({"name": _text(p.name), "description": _text(p.description), "stages": int(p.stages),
-                    "subgroup_size": int(p.subgroupSize), "statistics": _statistics(fns, device, einfo),
+                    "subgroup_size": int(p.subgroupSize), "statistics": stats,
                     "internal_representations": _representations(fns, device, einfo, ir_chars)})
     return out
 
 
-def kernel_report(backend: VulkanBackend, fns: dict, kernel: Any, ir_chars: int = IR_CHARS) -> dict:
-    """Build `kernel`'s pipeline with the capture flags (no pipeline cache), report on it, destroy it."""
+def vulkan_reporter(index: int, ir_chars: int):
+    """(DeviceInfo, close, kernel -> report): a pipeline built with the capture flags, no cache; then destroyed."""
+    backend = VulkanBackend(index, opt_in=(FEATURE,))
     dev = backend._own.device
+    fns = device_functions(dev.handle)
     flags = (vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
              | vk.VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR)
-    lk = pipelines.build(kernel, dev, None, flags)
-    try:
-        return {"kernel": kernel.name, "workgroup_size": list(kernel.workgroup_size),
-                "executables": pipeline_report(dev.handle, fns, lk.pipeline, ir_chars)}
-    finally:
-        pipelines.destroy(dev, lk)
+
+    def report(kernel: Any) -> dict:
+        lk = pipelines.build(kernel, dev, None, flags)
+        try:
+            return {"executables": pipeline_report(dev.handle, fns, lk.pipeline, ir_chars)}
+        finally:
+            pipelines.destroy(dev, lk)
+    return backend.info, backend.close, report
+
+
+def opencl_reporter(index: int, ir_chars: int):
+    """(DeviceInfo, close, kernel -> report): build log and text binary of the OpenCL C, built with the runtime's
+    options (plus -cl-nv-verbose on NVIDIA: other drivers may refuse it)."""
+    from portable.runtime_cl import OpenCLBackend
+    from portable.runtime_cl.clapi import cl, program_binary, program_from_source
+    from portable.runtime_cl.programs import BUILD_OPTIONS
+
+    backend = OpenCLBackend(index)
+    device = backend._found.device
+    options = BUILD_OPTIONS + (" -cl-nv-verbose" if backend.info.vendor_id == 0x10DE else "")
+
+    def report(kernel: Any) -> dict:
+        program = program_from_source(backend._res.context, kernel.opencl)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyopencl warns on any build log: the log is what we want here
+            program.build(options.encode(), [device])
+        binary, log = program_binary(program), program.get_build_info(device, cl.program_build_info.LOG)
+        return {"options": options, "build_log": str(log).strip(),
+                "binary": _clip(binary, ir_chars) if binary.rstrip(b"\0").isascii() else {"bytes": len(binary)}}
+    return backend.info, backend.close, report
 
 
 def summary(wid: str, rec: dict) -> str:
-    """One line per kernel: every statistic of every executable."""
+    """One line per kernel: every statistic of every executable, or the build log's ptxas lines."""
     stats = "; ".join(f"{e['name']} sg{e['subgroup_size']}: " + ", ".join(
         f"{s['name']}={s['value']}" for s in e["statistics"]) for e in rec.get("executables", []))
-    return f"{wid} {rec['kernel']} wg{tuple(rec['workgroup_size'])}: {stats or rec.get('error', 'no executables')}"
+    log = " | ".join(ln.strip() for ln in rec.get("build_log", "").splitlines() if "ptxas" in ln or "spill" in ln)
+    return f"{wid} {rec['kernel']} wg{tuple(rec['workgroup_size'])}: {stats or log or rec.get('error', 'none given')}"
 
 
-def workload_report(backend: VulkanBackend, fns: dict, root: Path, entry: dict, ir_chars: int) -> list[dict]:
-    """kernel_report of each kernel of one manifest entry's Vulkan executable; a refused kernel is a result."""
-    from portable.executable import Executable
-
-    path = entry.get("portable_by_api", {}).get("vulkan")
+def workload_report(report_kernel, api: str, root: Path, entry: dict) -> list[dict]:
+    """report_kernel for each kernel of one manifest entry's executable; a kernel the driver refuses is a result."""
+    path = entry.get("portable_by_api", {}).get(api)
     if not path:
-        return [{"kernel": "-", "workgroup_size": [], "error": entry.get("portable_error", "no Vulkan executable")}]
+        return [{"kernel": "-", "workgroup_size": [], "error": entry.get("portable_error", f"no {api} executable")}]
     out = []
-    for kernel in Executable.load(root / path).kernels:
+    for k in Executable.load(root / path).kernels:
+        rec = {"kernel": k.name, "workgroup_size": list(k.workgroup_size)}
         try:
-            out.append(kernel_report(backend, fns, kernel, ir_chars))
-        except PortableError as e:
-            out.append({"kernel": kernel.name, "workgroup_size": list(kernel.workgroup_size),
-                        "error": f"{type(e).__name__}: {str(e)[:500]}"})
+            out.append(dict(rec, **report_kernel(k)))
+        except Exception as e:  # noqa: BLE001 - PortableError or a driver's own (pyopencl) error
+            out.append(dict(rec, error=f"{type(e).__name__}: {str(e)[:2000]}"))
     return out
 
 
@@ -163,31 +176,23 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--ir-chars", type=int, default=IR_CHARS, help="keep this much of each internal representation")
     a = ap.parse_args()
-    from portable.bench.aot import read_manifest
-    from portable.devices import parse_uri
-
     api, index = parse_uri(a.device)
-    if api != "vulkan":
-        sys.exit(f"pipeline_stats: {a.device}: driver statistics come from a Vulkan extension; give vulkan:N")
     manifest = read_manifest(a.dir)
     try:
-        backend = VulkanBackend(index, opt_in=(FEATURE,))
+        info, close, report_kernel = (vulkan_reporter if api == "vulkan" else opencl_reporter)(index, a.ir_chars)
     except DeviceNotFound as e:
-        print(f"pipeline_stats: {e}: this driver gives no pipeline statistics", file=sys.stderr)
+        print(f"pipeline_stats: {e}: no driver statistics here", file=sys.stderr)
         sys.exit(2)
-    fns = device_functions(backend._own.device.handle)
-    info = backend.info
-    report = {"device": info.name, "driver": info.driver, "driver_version": info.driver_version,
+    report = {"device": a.device, "name": info.name, "driver": info.driver, "driver_version": info.driver_version,
               "export": str(a.dir), "profile": manifest.get("profile"), "workloads": {}}
     for wid, entry in manifest["workloads"].items():
         if not a.filter or fnmatch.fnmatch(wid, a.filter):
-            report["workloads"][wid] = workload_report(backend, fns, a.dir, entry, a.ir_chars)
+            report["workloads"][wid] = workload_report(report_kernel, api, a.dir, entry)
             for rec in report["workloads"][wid]:
                 print(summary(wid, rec), flush=True)
     a.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {a.out}: {sum(len(v) for v in report['workloads'].values())} kernel(s) of "
-          f"{len(report['workloads'])} workload(s) on {info.name} ({info.driver_version})")
-    backend.close()
+    print(f"wrote {a.out}: {len(report['workloads'])} workload(s) on {a.device} ({info.name}, {info.driver_version})")
+    close()
 
 
 if __name__ == "__main__":

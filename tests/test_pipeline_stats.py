@@ -1,4 +1,5 @@
-"""benchmarks/pipeline_stats.py: driver statistics per pipeline (VK_KHR_pipeline_executable_properties).
+"""benchmarks/pipeline_stats.py: driver statistics per pipeline (VK_KHR_pipeline_executable_properties) and, on
+OpenCL, the build log and binary of each kernel.
 
 On a device with the extension the real statistics are read; where it is missing (Mesa 22.3's lavapipe) the
 device refuses the opt-in feature with a message naming the extension, the tool exits 2 saying so, and the
@@ -53,14 +54,16 @@ def _has_extension(index: int) -> bool:
 
 
 def _export(device: str, tmp_path: Path) -> Path:
-    """A one-workload export directory (manifest + the Vulkan executable), as `portable bench --export` makes."""
+    """A one-workload export directory (manifest + the executable for `device`'s API), as `portable bench
+    --export` makes."""
     exe, graph = compile_and_load(MATMUL, device, tmp_path)
     a, b = np.ones((33, 40), np.float32), np.ones((40, 17), np.float32)
     np.testing.assert_allclose(graph(a, b)[0], a @ b)  # the kernel whose pipeline is measured is a right one
     (tmp_path / "export" / "portable").mkdir(parents=True)
-    exe.save(tmp_path / "export" / "portable" / "mm.vulkan.ptx")
+    api = device.split(":")[0]
+    exe.save(tmp_path / "export" / "portable" / f"mm.{api}.ptx")
     manifest = {"format": 1, "profile": "test", "size_class": "cpu",
-                "workloads": {"mm": {"portable_by_api": {"vulkan": "portable/mm.vulkan.ptx"}},
+                "workloads": {"mm": {"portable_by_api": {api: f"portable/mm.{api}.ptx"}},
                               "other": {"portable_error": "not compiled"}}}
     (tmp_path / "export" / "manifest.json").write_text(json.dumps(manifest))
     return tmp_path / "export"
@@ -86,21 +89,25 @@ def test_opt_in_feature_is_enabled_or_refused_by_name(device):
 
 
 def test_tool_reports_statistics_or_says_why_not(device, tmp_path):
-    index = _vulkan_index(device)
     out = tmp_path / "stats.json"
     export = _export(device, tmp_path)
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pipeline_stats.py"), str(export),
                           "--device", device, "--filter", "m*", "--out", str(out)],
                          capture_output=True, text=True, timeout=300)
-    if not _has_extension(index):
+    if device.startswith("vulkan") and not _has_extension(_vulkan_index(device)):
         assert run.returncode == 2 and EXTENSION in run.stderr, run.stderr
         assert not out.exists()
         pytest.skip(f"{device} lacks {EXTENSION}: {run.stderr.strip()}")
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
     assert list(report["workloads"]) == ["mm"]  # the filter left out "other"
+    assert report["workloads"]["mm"]
     for rec in report["workloads"]["mm"]:
         assert "error" not in rec, rec
+        if device.startswith("opencl"):  # what the build says (PoCL: empty log, a binary that is not text)
+            assert rec["options"].startswith("-cl-std=CL1.2") and isinstance(rec["build_log"], str)
+            assert rec["binary"]["bytes"] > 0
+            continue
         assert rec["executables"], "the driver reported no executable for a compute pipeline"
         for exe in rec["executables"]:
             assert exe["subgroup_size"] > 0
@@ -192,3 +199,13 @@ def test_report_against_a_fake_driver():
         assert (binary["is_text"], binary["text"], binary["truncated"]) == (False, bytes(range(7)).hex(), False)
     line = tool.summary("w", {"kernel": "k", "workgroup_size": [64, 1, 1], "executables": report})
     assert "Compute sg32: Registers=168, Stack delta=-8, Occupancy=0.375, Spills=True" in line
+
+
+def test_summary_keeps_the_ptxas_lines_of_an_opencl_build_log():
+    log = ("ptxas info    : Compiling entry function 'main_kernel' for 'sm_90'\n"  # NVIDIA, -cl-nv-verbose
+           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "some other line\n"
+           "ptxas info    : Used 255 registers, 384 bytes cmem[0]\n")
+    line = _tool().summary("w", {"kernel": "k", "workgroup_size": [8, 8, 1], "build_log": log})
+    assert line.endswith("4 bytes spill loads | ptxas info    : Used 255 registers, 384 bytes cmem[0]")
+    assert "other" not in line
