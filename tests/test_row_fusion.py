@@ -3,6 +3,8 @@ multi-kernel form where the rows do not fit or the profile shares reductions ove
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -207,7 +209,8 @@ def test_attention_scores_softmax(device, tmp_path):
 def test_nvidia_profile_one_kernel_coalesced(family):
     """The NVIDIA profile (256 threads, workgroup-memory rows): one kernel per softmax/layernorm, and every
     step takes columns cyclically (thread t: t, t+256, ...), so the OpenCL C indexes by the local id plus the
-    loop counter and never scales the local id into a contiguous chunk."""
+    loop counter (or its unrolled values: rows in registers) and never scales the local id into a contiguous
+    chunk."""
     import re
 
     g, _ = BUILD[family](8, 4096)
@@ -218,4 +221,33 @@ def test_nvidia_profile_one_kernel_coalesced(family):
     src = exe.kernels[0].opencl
     lid = re.search(r"int (v\d+) = \(int\)get_local_id\(0\);", src).group(1)
     assert not re.search(rf"\b{lid} \* \d+", src), src
-    assert re.search(rf"= {lid} \+ i\d+;", src), src
+    assert re.search(rf"= {lid} \+ (i\d+|\d+);", src), src  # a loop counter, or its unrolled values
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("subgroups", [False, True], ids=["tree", "subgroup"])
+@pytest.mark.parametrize("shape", [(3, 256), (2, 2048), (5, 1000)], ids=["3x256", "2x2048", "5x1000"])
+def test_rows_in_registers(device, tmp_path, family, subgroups, shape):
+    """`row_registers`: a row that each thread alone writes and reads stays in its registers (rows of 4 and 32
+    columns per thread; 1000 columns do not divide among 64 threads and keep workgroup memory), and
+    `subgroup_reduce` combines the partials by subgroup shuffles (Vulkan; OpenCL C only with a known shuffle)."""
+    g, shapes = BUILD[family](*shape)
+    live, opts = _options(device)
+    sg = int(opts.get("subgroup_size") or 0)
+    if subgroups and (live.info.api != "vulkan" or sg < 2 or 64 % sg):
+        pytest.skip(f"{device}: subgroup shuffles are only generated for Vulkan with a subgroup size dividing 64")
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device),
+               row_registers=32, subgroup_reduce=subgroups)
+    assert [k.workgroup_size for k in exe.kernels] == [(64, 1, 1)]
+    if live.info.api == "vulkan":
+        from portable.codegen_spirv import disassemble
+        asm = disassemble(exe.kernels[0].spirv)
+        assert ("OpGroupNonUniformShuffleXor" in asm) == subgroups
+        # Rows kept in registers leave only the small arrays of partials in workgroup memory.
+        assert (shape[1] in _workgroup_arrays(asm)) == (shape[1] % 64 != 0)
+
+
+def _workgroup_arrays(asm: str) -> set[int]:
+    """Lengths of the float arrays in Workgroup variables of a SPIR-V disassembly."""
+    structs = dict(re.findall(r"%(_struct_\d+) = OpTypeStruct %_arr_float_uint_(\d+)", asm))
+    return {int(n) for s, n in structs.items() if f"%_ptr_Workgroup_{s} = " in asm}

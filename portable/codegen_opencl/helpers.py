@@ -97,3 +97,19 @@ def round_f16(em: HelperSink, t: ir.Type) -> str:
             f"    return select(r, x, isnan(x));\n"
         )
     return em.helper(name, f"{ct} {name}({ct} x) {{\n{body}}}\n")
+
+
+def shuffle_xor(em: HelperSink, spelling: str, t: ir.Type, width: int | None) -> str:
+    """A whole-subgroup butterfly shuffle of a 32-bit value. `spelling` "ptx": NVIDIA's OpenCL compiler takes
+    inline PTX, and OpenCL C 1.2 there has no subgroup functions (`shfl.sync.bfly` over the 32 lanes of a warp)."""
+    from ..errors import UnsupportedOp
+
+    ct = em.ct(t)
+    if spelling != "ptx" or width != 32 or ct not in ("float", "int", "uint"):
+        raise UnsupportedOp(f"a subgroup shuffle of {ct} over {width} lanes has no '{spelling}' OpenCL C form")
+    name = f"pt_shuffle_xor_{ct}"
+    body = (f"    uint r;\n"
+            f'    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"\n'
+            f'                 : "=r"(r) : "r"(as_uint(v)), "r"(m));\n'
+            f"    return as_{ct}(r);\n")
+    return em.helper(name, f"{ct} {name}({ct} v, int m) {{\n{body}}}\n")

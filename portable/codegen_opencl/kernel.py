@@ -35,23 +35,24 @@ class OpenCLKernel:
     access: tuple[str, ...] = ()  # per buffer: "r", "w" or "rw"
 
 
-def emit_opencl(gpu_module, *, fp16: bool = True) -> OpenCLKernel:
+def emit_opencl(gpu_module, *, fp16: bool = True, shuffle: str | None = None) -> OpenCLKernel:
     """Print the kernel gpu.func of `gpu_module` (a gpu.module op, or a module that holds one) as OpenCL C.
 
     fp16: the device has cl_khr_fp16, so f16 is computed as `half`. With False, f16 is kept in memory only and
     computed in float, rounded to f16 after each op (NVIDIA's and PoCL's OpenCL have no cl_khr_fp16).
+    shuffle: how the device spells a subgroup shuffle (helpers.shuffle_xor), or None.
     Raises UnsupportedOp naming the first op, type or memref form it cannot translate.
     """
     func = _kernel_func(gpu_module)
     with func.context:  # types and maps built while printing need the module's context
-        return _emit(func, fp16)
+        return _emit(func, fp16, shuffle)
 
 
-def _emit(func, fp16: bool) -> OpenCLKernel:
+def _emit(func, fp16: bool, shuffle: str | None) -> OpenCLKernel:
     name = re.sub(r"\W", "_", func.attributes["sym_name"].value)
     block_size = _workgroup_size(func)
     grid = tuple(func.attributes["known_grid_size"]) if "known_grid_size" in func.attributes else None
-    em = Emitter(Bounds(block_size, grid), fp16)
+    em = Emitter(Bounds(block_size, grid), fp16, shuffle)
     entry = func.regions[0].blocks[0]
     if len(func.regions[0].blocks) != 1:
         raise UnsupportedOp(f"gpu.func @{name} has {len(func.regions[0].blocks)} blocks (unstructured control flow)")

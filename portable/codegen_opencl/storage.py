@@ -30,6 +30,7 @@ class Mem:
     strides: tuple[int, ...]
     offset: int = 0
     encoding: str = ""
+    space: str = "global"  # "global", "workgroup" or "private"
 
 
 def encoding_of(element: ir.Type, fp16: bool) -> str:
@@ -54,9 +55,12 @@ def load(mem: Mem, idx: str) -> str:
     return f"({mem.name}[{idx}] != 0)" if T.is_i1(mem.element) else f"{mem.name}[{idx}]"
 
 
-def vload(mem: Mem, n: int, idx: str) -> str:
-    """n contiguous elements from linear offset idx, as a C vector (an intN mask for i1)."""
+def vload(mem: Mem, n: int, idx: str, aligned: str | None = None) -> str:
+    """n contiguous elements from linear offset idx, as a C vector (an intN mask for i1). `aligned`: the C vector
+    type, where the address is known to be a multiple of its size (Emitter.aligned_vector)."""
     ptr = _pointer(mem, idx)
+    if aligned:
+        return f"(*(__global const {aligned}*)({ptr}))"
     if mem.encoding == "half":
         return f"vload_half{n}(0, {ptr})"
     if mem.encoding == "bf16":
@@ -75,9 +79,12 @@ def store(mem: Mem, idx: str, x: str) -> str:
     return f"{mem.name}[{idx}] = {'(uchar)' + x if T.is_i1(mem.element) else x};"
 
 
-def vstore(mem: Mem, n: int, idx: str, x: str) -> str:
-    """The statement storing the n-lane register vector x at linear offset idx, contiguously."""
+def vstore(mem: Mem, n: int, idx: str, x: str, aligned: str | None = None) -> str:
+    """The statement storing the n-lane register vector x at linear offset idx, contiguously (`aligned`: as in
+    vload)."""
     ptr = _pointer(mem, idx)
+    if aligned:
+        return f"*(__global {aligned}*)({ptr}) = {x};"
     if mem.encoding == "half":
         return f"vstore_half{n}_rte({x}, 0, {ptr});"
     if mem.encoding == "bf16":

@@ -73,7 +73,7 @@ def transfer_read(em, op) -> None:
         if n == 1:
             expr = storage.load(mem, idx)
         elif row == list(range(row[0], row[0] + n)):  # contiguous
-            expr = storage.vload(mem, n, idx)
+            expr = storage.vload(mem, n, idx, em.aligned_vector(source, indices, n, vt.element_type, row[0]))
         else:
             lanes = (storage.load(mem, em.address(source, indices, o)[1]) for o in row)
             expr = f"({em.ct(rt)})({', '.join(lanes)})"
@@ -95,7 +95,7 @@ def transfer_write(em, op) -> None:
         row = offsets[k:k + n]
         if n > 1 and row == list(range(row[0], row[0] + n)):
             _, idx = em.address(dest, indices, row[0])
-            em.line(storage.vstore(mem, n, idx, slot))
+            em.line(storage.vstore(mem, n, idx, slot, em.aligned_vector(dest, indices, n, vt.element_type, row[0])))
             continue
         for i, o in enumerate(row):
             _, idx = em.address(dest, indices, o)

@@ -22,6 +22,30 @@ def find_ops(root: ir.Operation, names: set[str] | tuple[str, ...],
     return found
 
 
+def clone_body(block: ir.Block, args: list[ir.Value]) -> list[ir.Value]:
+    """Clone the ops of `block` (a region body ending in a yield) at the current insertion point with its
+    arguments bound to `args`; returns the values it yields."""
+    mapping = dict(zip(block.arguments, args))
+    ops = list(block.operations)
+    for op in ops[:-1]:
+        new = op.operation.clone()
+        _remap(new, mapping)
+        for old, res in zip(op.results, new.results):
+            mapping[old] = res
+    return [mapping.get(v, v) for v in ops[-1].operands]
+
+
+def _remap(op: ir.Operation, mapping: dict) -> None:
+    """Replace operands of `op` and of the ops nested in it that `mapping` names."""
+    def visit(o):
+        for i, v in enumerate(o.operands):
+            if v in mapping:
+                o.operands[i] = mapping[v]
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+
+
 def pop_marked(root: ir.Operation, name: str, attr: str) -> list[ir.Operation]:
     """Ops named `name` under `root` that carry the unit attribute `attr` (a mark left by the transform script),
     with the mark removed."""

@@ -21,9 +21,11 @@ from . import (
     plan,
     promotion,
     rewrites,
+    row_registers,
     split,
     split_k,
     strategy,
+    subgroup_reduce,
     transform_script,
 )
 from .linalg_info import OpKind, classify
@@ -116,6 +118,7 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
 def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
     _transform(module, script, "tile-and-map", dump)
     transform_script.hoist_step_barriers(module)
+    subgroup_reduce.lower_combines(module)
 
 
 def _transform(module: ir.Module, script: str, stage: str, dump: Dumper) -> None:
@@ -181,6 +184,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
         # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
         _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
+        if int(profile.get("row_registers", 0)):
+            row_registers.keep_rows_in_registers(module, int(profile["row_registers"]))
         if any(s.promote_k for s in strategies):
             promotion.hoist_accumulators(module)
             _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
@@ -244,7 +249,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
             rewrites.workgroup_allocs_to_attributions(single)
             gmod = next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
-            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)))
+            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), shuffle=profile.get("opencl_shuffle"))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)

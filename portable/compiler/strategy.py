@@ -31,6 +31,9 @@ class Strategy:
     coop: tuple[int, int] | None = None
     # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
     promote_k: int = 0
+    # Row chains on one workgroup per row: the subgroup size whose shuffles combine each reduction's partials
+    # (subgroup_reduce.py; 0 = a tree of partials in workgroup memory).
+    subgroup_reduce: int = 0
     # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
     # tile a register accumulator across them (transform_script._conv_taps).
     root_taps: bool = False
@@ -59,10 +62,13 @@ OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False, "vectorize_gath
 
 def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     """The profile as the compile for `targets` reads it: with SPIR-V among them, keys that only OpenCL C can
-    carry out are off (one strategy serves every target of an executable)."""
-    if "vulkan" not in targets or not any(profile.get(k) for k in OPENCL_ONLY):
-        return profile
-    return dict(profile, **OPENCL_ONLY)
+    carry out are off; with OpenCL C among them, subgroup reductions need the device's OpenCL shuffle (one
+    strategy serves every target of an executable)."""
+    if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
+        profile = dict(profile, **OPENCL_ONLY)
+    if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_shuffle"):
+        profile = dict(profile, subgroup_reduce=False)  # no subgroup shuffle known in this device's OpenCL C
+    return profile
 
 
 def _pow2_at_most(n: int) -> int:
@@ -142,7 +148,10 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     if kind.kind == "row" and int(profile.get("reduction_threads", 0)):
         # A row chain on a GPU profile: one workgroup per row, its threads sharing each op of the chain.
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
-        return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=int(profile["reduction_threads"]))
+        t = int(profile["reduction_threads"])
+        sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
+        return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
+                        subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0)
     wg_red = _workgroup_reduction(kind, root, profile)
     if not wg_red and _loop_too_long(root, profile):
         # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import coop_matrix, promotion
+from . import coop_matrix, promotion, subgroup_reduce
 from .dispatch import Group
 from .ir_util import pop_marked
 from .linalg_info import classify
@@ -301,9 +301,11 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
             emit(f'    transform.annotate %rsl{k}_{i} "{CYCLIC}" : {any_op}')
             continue
         # Per-thread partials in workgroup memory; past a subgroup's worth, the partials are reduced the same way
-        # once more (a two-level tree), so the serial combine is short.
+        # once more (a two-level tree), so the serial combine is short. With subgroup reductions, one level: the
+        # combine becomes shuffles within each subgroup and a read of the subgroups' results (subgroup_reduce.py).
         src = h
-        for lvl, nt in enumerate([t] + ([32] if t > 32 else [])):
+        tree = [t] if s.subgroup_reduce else [t] + ([32] if t > 32 else [])
+        for lvl, nt in enumerate(tree):
             emit(f"    %rf{k}_{i}_{lvl}, %rp{k}_{i}_{lvl}, %rcb{k}_{i}_{lvl}, %rl{k}_{i}_{lvl} = "
                  f"transform.structured.tile_reduction_using_for {src} by tile_sizes = [{cols(nt)}] "
                  f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})")
@@ -320,9 +322,18 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
             emit(f'    transform.annotate %rl{k}_{i}_{lvl} "{CYCLIC}" : {any_op}')
             src = f"%rcb{k}_{i}_{lvl}"
         emit(f"    %rcb{k}_{i} = transform.merge_handles {src} : {any_op}")
+        emit(f"    %rcp{k}_{i} = transform.get_producer_of_operand %rcb{k}_{i}[1] : ({any_op}) -> {any_op}")
+        if s.subgroup_reduce:
+            # Every thread combines (so each has the result); its init and result in its private memory.
+            emit(f"    %rsg{k}_{i} = transform.param.constant {s.subgroup_reduce} : i64 -> !transform.param<i64>")
+            emit(f'    transform.annotate %rcb{k}_{i} "{subgroup_reduce.COMBINE}" = %rsg{k}_{i} '
+                 f": {any_op}, !transform.param<i64>")
+            if not last:
+                emit(f"    %rcr{k}_{i}, %rcn{k}_{i} = transform.structured.bufferize_to_allocation %rcp{k}_{i} "
+                     f"{{bufferize_destination_only}} : {any_op}")
+            continue
         # The combine, and the init it starts from, on one thread.
         single = ", ".join(["1"] * (nloops - 1))
-        emit(f"    %rcp{k}_{i} = transform.get_producer_of_operand %rcb{k}_{i}[1] : ({any_op}) -> {any_op}")
         emit(f"    %rct{k}_{i}, %rcf{k}_{i} = transform.structured.tile_using_forall %rcb{k}_{i} num_threads [{single}] "
              f"(mapping = [{_mapping('thread', nloops - 1)}]) : ({any_op}) -> ({any_op}, {any_op})")
         emit(f"    %rci{k}_{i}, %rcc{k}_{i} = transform.structured.fuse_into_containing_op %rcp{k}_{i} into %rcf{k}_{i} "

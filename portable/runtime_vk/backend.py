@@ -88,14 +88,15 @@ class VulkanBackend(Backend):
     """One Vulkan device ("vulkan:<index>"). validation=True enables the Khronos validation layer and
     collects its warnings and errors in `validation_messages`. transfer_queue: "auto" (a dedicated transfer
     queue where the device has a transfer-only family), "off" (one queue), "shared" (the transfer lane on the
-    compute family: the multi-queue recording on single-family drivers, for tests)."""
+    compute family: the multi-queue recording on single-family drivers, for tests). opt_in: extra features for
+    tools, by name (runtime_vk.features.OPT_IN, e.g. "pipelineExecutableInfo"); DeviceNotFound if one is missing."""
 
     def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 use_timeline: bool = True, transfer_queue: str = "auto"):
+                 use_timeline: bool = True, transfer_queue: str = "auto", opt_in: Sequence[str] = ()):
         require_loader()
         self._own = _Owned()
         try:
-            self._open(index, validation, timeout_s, use_timeline, transfer_queue)
+            self._open(index, validation, timeout_s, use_timeline, transfer_queue, tuple(opt_in))
         except BaseException:
             self._own.release()
             raise
@@ -103,7 +104,8 @@ class VulkanBackend(Backend):
         # the device goes before the instance it was made from.
         self._finalizer = weakref.finalize(self, self._own.release)
 
-    def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool, transfer_queue: str) -> None:
+    def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool, transfer_queue: str,
+              opt_in: tuple[str, ...]) -> None:
         own = self._own
         if validation:  # a private instance: the layer is per instance, and so is the message sink
             own.instance, own.own_instance = Instance(validation_enabled=True), True
@@ -120,7 +122,7 @@ class VulkanBackend(Backend):
             )
         pd = devices[index]
         self.info: DeviceInfo = pd.info
-        own.device = Device(pd, timeout_s, use_timeline, transfer_queue)
+        own.device = Device(pd, timeout_s, use_timeline, transfer_queue, opt_in)
         own.completer = Completer(own.device.name)
         own.staging = Staging(own.device)
         own.arena = DescriptorArena(own.device)

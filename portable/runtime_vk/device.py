@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DeviceLost
+from ..errors import DeviceLost, DeviceNotFound
 from . import features, segments, timeline, tracking
 from ._vk import vk
 from .errors import guard, is_vulkan_error, to_portable
@@ -42,6 +42,16 @@ def pick_transfer_family(families: tuple[tuple[int, int], ...]) -> tuple[int | N
         if f & vk.VK_QUEUE_TRANSFER_BIT and not f & busy and n > 0:
             return i, f"queue family {i} ({queue_flags_str(f)}): dedicated transfer"
     return None, "no transfer-only queue family: copies run on the compute queue"
+
+
+def _check_opt_in(pd: PhysicalDevice, opt_in: tuple[str, ...]) -> None:
+    unknown = [n for n in opt_in if n not in features.OPT_IN]
+    if unknown:
+        raise ValueError(f"opt_in {unknown} unknown; known: {sorted(features.OPT_IN)}")
+    missing = [f"{n} ({features.OPT_IN[n][3]})" for n in opt_in if not pd.features.get(n)]
+    if missing:
+        raise DeviceNotFound(f"{pd.info.uri} ({pd.info.name}, {pd.info.driver_version}) does not offer "
+                             f"{', '.join(missing)}")
 
 
 class Lane:
@@ -96,12 +106,15 @@ class Device:
     makes a transfer lane on the compute family (a second queue when the family has one, else the compute queue
     itself), so the multi-queue recording runs on drivers with a single family (tests on lavapipe). With equal
     families no queue family ownership transfer is needed, and none is recorded.
+
+    opt_in: names of features.OPT_IN (features for tools) to enable too; DeviceNotFound if the device lacks one.
     """
 
     def __init__(self, pd: PhysicalDevice, timeout_s: float, use_timeline: bool = True,
-                 transfer_queue: str = "auto"):
+                 transfer_queue: str = "auto", opt_in: tuple[str, ...] = ()):
         if transfer_queue not in TRANSFER_MODES:
             raise ValueError(f"transfer_queue must be one of {TRANSFER_MODES}, got {transfer_queue!r}")
+        _check_opt_in(pd, opt_in)
         self.pd = pd
         self.serial = next(_serials)
         self.name = f"{pd.info.uri} ({pd.info.name})"
@@ -132,7 +145,7 @@ class Device:
             self.transfer_reason = (f"shared: queue {transfer_at[1]} of compute family {self.family} (no ownership "
                                     f"transfers between equal families)")
 
-        feats, keep, extensions = features.enable_chain(pd.api_version, pd.extensions, pd.features)
+        feats, keep, extensions = features.enable_chain(pd.api_version, pd.extensions, pd.features, opt_in)
         if _PORTABILITY_SUBSET in pd.extensions:
             extensions.append(_PORTABILITY_SUBSET)
         queues = {self.family: 1}

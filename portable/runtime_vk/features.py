@@ -31,6 +31,14 @@ _STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
      EXTENSION_ONLY, "VK_KHR_cooperative_matrix", ("cooperativeMatrix",)),
 ]
+# Features only a tool turns on, by name (VulkanBackend(opt_in=...)): they may make the driver keep more per
+# pipeline, so ordinary runs never enable them. Queried like the rest, so pd.features says whether they exist.
+OPT_IN: dict[str, tuple[str, str, int, str, tuple[str, ...]]] = {
+    # Driver statistics per pipeline (registers, spills, shared memory): benchmarks/pipeline_stats.py.
+    "pipelineExecutableInfo": ("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                               "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR",
+                               EXTENSION_ONLY, "VK_KHR_pipeline_executable_properties", ("pipelineExecutableInfo",)),
+}
 _CORE_FIELDS = ("shaderInt64", "shaderInt16", "shaderFloat64")
 V1_1 = make_version(1, 1)
 
@@ -44,14 +52,14 @@ def _usable(api: int, extensions: frozenset[str], since: int, ext: str) -> str |
 
 def query(handle: Any, api: int, extensions: frozenset[str]) -> dict[str, bool]:
     """Every feature of the table (plus a few core ones) -> whether the device supports it."""
-    out = {f: False for *_, fields in _STRUCTS for f in fields}
+    out = {f: False for *_, fields in (*_STRUCTS, *OPT_IN.values()) for f in fields}
     if api < V1_1:  # no vkGetPhysicalDeviceFeatures2 in core 1.0: report core features only
         core = vk.vkGetPhysicalDeviceFeatures(handle)
         out.update({f: bool(getattr(core, f)) for f in _CORE_FIELDS})
         return out
     head = new_struct("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
     links = []
-    for ctype, stype, since, ext, fields in _STRUCTS:
+    for ctype, stype, since, ext, fields in (*_STRUCTS, *OPT_IN.values()):
         if _usable(api, extensions, since, ext) is not None:
             links.append((new_struct(ctype, getattr(vk, stype)), fields))
     chain(head, *(s for s, _ in links))  # `links` keeps the structs alive across the call
@@ -62,9 +70,10 @@ def query(handle: Any, api: int, extensions: frozenset[str]) -> dict[str, bool]:
     return out
 
 
-def enable_chain(api: int, extensions: frozenset[str], supported: dict[str, bool]) -> tuple[Any, list[Any], list[str]]:
+def enable_chain(api: int, extensions: frozenset[str], supported: dict[str, bool],
+                 opt_in: tuple[str, ...] = ()) -> tuple[Any, list[Any], list[str]]:
     """(VkPhysicalDeviceFeatures2 to chain into VkDeviceCreateInfo.pNext, structs to keep alive,
-    device extensions to enable) turning on every supported feature of the table.
+    device extensions to enable) turning on every supported feature of the table, plus the OPT_IN ones named.
 
     Enabling a feature costs nothing at run time; not enabling one makes a kernel that uses it invalid.
     For a 1.0 device the first item is a plain VkPhysicalDeviceFeatures for pEnabledFeatures instead.
@@ -78,7 +87,7 @@ def enable_chain(api: int, extensions: frozenset[str], supported: dict[str, bool
     for f in _CORE_FIELDS:
         setattr(head.features, f, int(supported.get(f, False)))
     links, exts = [], []
-    for ctype, stype, since, ext, fields in _STRUCTS:
+    for ctype, stype, since, ext, fields in (*_STRUCTS, *(OPT_IN[n] for n in opt_in)):
         how = _usable(api, extensions, since, ext)
         wanted = [f for f in fields if supported.get(f)]
         if how is None or not wanted:

@@ -90,8 +90,10 @@ def check_kernel(kernel: Kernel, device: Device) -> None:
                                     f"{lim['max_storage_buffers_per_stage']} per shader stage; split the dispatch")
 
 
-def build(kernel: Kernel, device: Device, cache: PipelineCache) -> LoadedKernel:
-    """Create the pipeline objects for `kernel`; KernelBuildError (with the SPIR-V dumped) on failure."""
+def build(kernel: Kernel, device: Device, cache: PipelineCache | None, flags: int = 0) -> LoadedKernel:
+    """Create the pipeline objects for `kernel`; KernelBuildError (with the SPIR-V dumped) on failure.
+    cache None: no pipeline cache (a tool capturing driver statistics wants a real compile); flags:
+    VkPipelineCreateFlags."""
     check_kernel(kernel, device)
     dev = device.handle
     compute = vk.VK_SHADER_STAGE_COMPUTE_BIT
@@ -119,9 +121,11 @@ def build(kernel: Kernel, device: Device, cache: PipelineCache) -> LoadedKernel:
                 pSetLayouts=set_layouts, pPushConstantRanges=ranges), None)
             made.append((vk.vkDestroyPipelineLayout, layout))
             stage = vk.VkPipelineShaderStageCreateInfo(stage=compute, module=shader, pName=kernel.name)
-            info = vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)
-            pipeline = vk.vkCreateComputePipelines(dev, cache.handle, 1, [info], None)[0]
-        cache.dirty = True
+            info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage, layout=layout)
+            handle = cache.handle if cache is not None else vk.VK_NULL_HANDLE
+            pipeline = vk.vkCreateComputePipelines(dev, handle, 1, [info], None)[0]
+        if cache is not None:
+            cache.dirty = True
         # The module is only needed while the pipeline is created.
         vk.vkDestroyShaderModule(dev, shader, None)
         made.pop(0)

@@ -7,8 +7,8 @@ __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void nd_vectors(__global
     float4 v3 = v2;
     float4 v4 = v2;
     for (int i0 = 0; i0 < 8; i0 += 4) {
-        float4 v5 = vload4(0, a0 + v1 * 8 + i0);
-        float4 v6 = vload4(0, a0 + v1 * 8 + i0 + 8);
+        float4 v5 = (*(__global const float4*)(a0 + v1 * 8 + i0));
+        float4 v6 = (*(__global const float4*)(a0 + v1 * 8 + i0 + 8));
         float4 v7 = v3 + v5;
         float4 v8 = v4 + v6;
         v3 = v7;
@@ -23,8 +23,8 @@ __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void nd_vectors(__global
     int4 v15 = v11 > v13;
     float4 v16 = select(v11, v10, v14);
     float4 v17 = select(v13, v11, v15);
-    vstore4(v16, 0, a1 + v1 * 8);
-    vstore4(v17, 0, a1 + v1 * 8 + 8);
+    *(__global float4*)(a1 + v1 * 8) = v16;
+    *(__global float4*)(a1 + v1 * 8 + 8) = v17;
     float8 v18 = (float8)(v16, v17);
     float v19 = v18.s0 + v18.s1 + v18.s2 + v18.s3 + v18.s4 + v18.s5 + v18.s6 + v18.s7;
     float4 v20 = (float4)(a0[v0], a0[v0 + 8], a0[v0 + 16], a0[v0 + 24]);

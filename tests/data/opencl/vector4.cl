@@ -18,8 +18,8 @@ int4 pt_floordivsi_int4(int4 a, int4 b) {
 
 __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void vector4(__global const float* restrict a0, __global const float* restrict a1, __global float* restrict a2, __global float* restrict a3, __global int* restrict a4) {
     int v0 = (int)get_global_id(0);
-    float4 v1 = vload4(0, a0 + v0 * 8);
-    float4 v2 = vload4(0, a1 + v0 * 8 + 4);
+    float4 v1 = (*(__global const float4*)(a0 + v0 * 8));
+    float4 v2 = (*(__global const float4*)(a1 + v0 * 8 + 4));
     float v3 = a0[v0 * 8 + 7];
     float4 v4 = (float4)(v3);
     float4 v5 = (float4)(2.0f);
@@ -27,7 +27,7 @@ __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void vector4(__global c
     float4 v7 = pt_maximumf_float4(v6, v5);
     float v8 = v1.s2;
     float4 v9 = (float4)(v8, v7.s1, v7.s2, v7.s3);
-    vstore4(v9, 0, a2 + v0 * 8);
+    *(__global float4*)(a2 + v0 * 8) = v9;
     int4 v10 = v1 < v2;
     float4 v11 = select(v2, v1, v10);
     float4 v12 = exp(v11);
@@ -38,7 +38,7 @@ __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void vector4(__global c
     float4 v16 = (float4)(v1.s0, v2.s1, v1.s2, v2.s3);
     float4 v17 = (float4)(1.0f, 2.0f, 3.0f, 4.0f);
     float4 v18 = v16 + v17;
-    vstore4(v18, 0, a2 + v0 * 8 + 4);
+    *(__global float4*)(a2 + v0 * 8 + 4) = v18;
     float4 v19 = (float4)(10.0f);
     float4 v20 = v1 * v19;
     int4 v21 = convert_int4(v20);
@@ -51,5 +51,5 @@ __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void vector4(__global c
     int4 v28 = as_int4(as_uint4(v25) + as_uint4(v27));
     int v29 = max(max(v21.s0, v21.s1), max(v21.s2, v21.s3));
     int4 v30 = (int4)(v28.s0, v28.s1, v28.s2, v29);
-    vstore4(v30, 0, a4 + v0 * 4);
+    *(__global int4*)(a4 + v0 * 4) = v30;
 }

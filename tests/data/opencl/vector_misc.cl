@@ -15,7 +15,7 @@ int8 pt_ceildivui_int8(int8 a, int8 b) {
 __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void vector_misc(__global float* restrict a0, __global char* restrict a1, __global short* restrict a2, __global const half* restrict a3) {
     int v0 = (int)get_local_id(0);
     int v1 = v0 * 8;
-    float8 v2 = vload8(0, a0 + v1);
+    float8 v2 = (*(__global const float8*)(a0 + v1));
     float v3 = pt_minimumf_float(pt_minimumf_float(pt_minimumf_float(v2.s0, v2.s1), pt_minimumf_float(v2.s2, v2.s3)), pt_minimumf_float(pt_minimumf_float(v2.s4, v2.s5), pt_minimumf_float(v2.s6, v2.s7)));
     float v4 = fmin(fmin(fmin(v2.s0, v2.s1), fmin(v2.s2, v2.s3)), fmin(fmin(v2.s4, v2.s5), fmin(v2.s6, v2.s7)));
     int8 v5 = as_int8(v2);
@@ -39,7 +39,7 @@ __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void vector_misc(__globa
     long v21 = v13.s0 ^ v13.s1 ^ v13.s2 ^ v13.s3 ^ v13.s4 ^ v13.s5 ^ v13.s6 ^ v13.s7;
     int v22 = (int)v21;
     int v23 = (int)((uint)v22 + (uint)v8);
-    half4 v24 = vload4(0, a3 + v1);
+    half4 v24 = (*(__global const half4*)(a3 + v1));
     int4 v25 = convert_int4(isnan(v24));
     bool v26 = (v25.s0 | v25.s1 | v25.s2 | v25.s3) != 0;
     float4 v27 = (float4)(v3, v4, v3, v4);

@@ -3,7 +3,7 @@
 __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void vector_one_lane(__global float* restrict a0, __global uchar* restrict a1) {
     int v0 = (int)get_local_id(0);
     float v1 = a0[v0 * 4];
-    float4 v2 = vload4(0, a0 + v0 * 4);
+    float4 v2 = (*(__global const float4*)(a0 + v0 * 4));
     float v3 = v1 + 1.0f;
     float4 v4 = (float4)(v3);
     float4 v5 = (float4)(v3);
@@ -13,8 +13,8 @@ __kernel __attribute__((reqd_work_group_size(8, 1, 1))) void vector_one_lane(__g
     bool v9 = v3 < 1.0f;
     float v10 = v9 ? v3 : 1.0f;
     a0[v0 * 4] = v10;
-    vstore4(v7, 0, a0 + v0 * 4);
-    vstore4(v8, 0, a0 + v0 * 4);
+    *(__global float4*)(a0 + v0 * 4) = v7;
+    *(__global float4*)(a0 + v0 * 4) = v8;
     a0[v0 * 4] = v3;
     a1[v0] = (uchar)v9;
 }
