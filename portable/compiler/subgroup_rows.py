@@ -100,6 +100,8 @@ def _column_loop(loop: ir.Operation, subgroup: int, max_columns: int) -> bool:
         if not isinstance(res.type, ir.VectorType) or len(users) != 1 or users[0].name != "vector.reduction" or \
                 len(users[0].operands) != 1 or _kind(users[0]) not in _COMBINE:
             return False
+        if not isinstance(users[0].results[0].type, ir.F32Type):
+            return False  # shuffled as f32 only (bf16 is emulated on integers, f16 needs its own capability)
     return True
 
 
@@ -113,6 +115,16 @@ def _along(op: ir.Operation, iv: ir.Value, loop: ir.Operation) -> bool:
     return (seg[-1] == 0 and str(op.attributes["in_bounds"]) == "[true]" and vt.shape == [WIDTH] and
             len(amap.results) == 1 and str(amap.results[0]) == f"d{amap.n_dims - 1}" and bool(idx) and
             idx[-1] == iv and not any(_inside(v, loop) for v in idx[:-1]))
+
+
+def _words(loop: ir.Operation) -> bool:
+    """Whether the loop's transfers move 32-bit elements (wide_buffers.py makes 8 of them one 32-byte access)."""
+    for op in find_ops(loop, ("vector.transfer_read", "vector.transfer_write")):
+        vt = ir.VectorType(op.results[0].type if op.results else op.operands[0].type)
+        if not (isinstance(vt.element_type, ir.F32Type) or
+                isinstance(vt.element_type, ir.IntegerType) and vt.element_type.width == 32):
+            return False
+    return True
 
 
 def _inside(v: ir.Value, loop: ir.Operation) -> bool:
@@ -146,7 +158,8 @@ def _rewrite(fn: ir.Operation, subgroup: int, tid: ir.Operation, loops: list) ->
         lane = gpu.LaneIdOp().result
         first = arith.SubIOp(tid.results[0], lane).result  # the subgroup's first invocation
         # 8 consecutive columns per lane where every loop's columns allow: one 32-byte access, not two of 16.
-        span = 2 * WIDTH if all(constant_int(lp.operands[1]) % (2 * WIDTH * subgroup) == 0 for lp in loops) else WIDTH
+        span = 2 * WIDTH if all(constant_int(lp.operands[1]) % (2 * WIDTH * subgroup) == 0 and _words(lp)
+                                for lp in loops) else WIDTH
         lane_cols = arith.MulIOp(lane, arith.ConstantOp(index, span).result).result
         ub = max(constant_int(loop.operands[1]) for loop in loops)
         pair = span // WIDTH
