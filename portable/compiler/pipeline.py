@@ -31,6 +31,7 @@ from . import (
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
 from .patterns import apply_patterns
+from .row_vectors import row_tiles_ok
 from .split_vectors import plain_elementwise
 from .tensor_slices import insert_slices_to_generics
 
@@ -100,8 +101,9 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
         if "opencl" in targets and int(profile.get("matmul_k_tile", 0)) > 16:
             gp = dict(gp, matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
-        if "opencl" in targets and int(profile.get("elementwise_rows_per_thread", 1)) > 1:
-            gp = dict(gp, elementwise_rows_per_thread=1)  # 2-d tiles are unrolled for SPIR-V only (row_vectors.py)
+        if int(profile.get("elementwise_rows_per_thread", 1)) > 1 and \
+                ("opencl" in targets or not row_tiles_ok([g.target] + g.fused())):
+            gp = dict(gp, elementwise_rows_per_thread=1)  # 2-d tiles unrolled for SPIR-V only (row_vectors.py)
         s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(gp, matmul_promote_tile=None, matmul_promote_tiles=[]), g.kind)

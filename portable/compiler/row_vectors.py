@@ -13,7 +13,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from .linalg_info import indexing_maps
 from .mlir import arith, ir, vector
+
+
+def row_tiles_ok(ops: list[ir.Operation]) -> bool:
+    """Whether a group's elementwise generics vectorize over 2-d tiles to nothing but what is unrolled here: 32-bit
+    operands read along both innermost loops, along the innermost one only (a bias), or along neither."""
+    for op in ops:
+        for v in list(op.operands) + list(op.results):
+            t = v.type
+            et = ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t
+            if not (isinstance(et, ir.F32Type) or isinstance(et, ir.IntegerType) and et.width == 32):
+                return False
+        for amap in indexing_maps(op):
+            n = amap.n_dims
+            dims = [str(e) for e in amap.results]
+            row, col = f"d{n - 2}", f"d{n - 1}"
+            if row in dims and dims[-2:] != [row, col] or col in dims and dims[-1] != col or \
+                    any(not d.startswith("d") for d in dims):
+                return False
+    return True
 
 
 def unroll_rows(gpu_module: ir.Operation) -> bool:
