@@ -14,6 +14,7 @@ from ..executable import Executable, Kernel
 from . import (
     barriers,
     coop_matrix,
+    coop_staging,
     dispatch,
     gathers,
     lane_kernels,
@@ -89,7 +90,8 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         t = classify(g.target)
         if coop_matrix.eligible(g, profile, targets):
             wg, sg = coop_matrix.tiles(profile)
-            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
+            kt = coop_staging.stage_k(profile, classify(g.root).ranges[2])
+            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
         gp = profile
@@ -173,12 +175,14 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             module = pristine
             groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=True)
         _run(module, OUTLINE, "outline", dump)
+        if any(s.coop and s.promote_k for s in strategies):
+            coop_staging.after_outline(module)
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
         # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
         _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
-        if any(s.promote_k for s in strategies):
+        if any(s.promote_k and not s.coop for s in strategies):
             promotion.hoist_accumulators(module)
             _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
         loop_registers.carry_all(module)
@@ -230,7 +234,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         asm = str(gm)
         if "vulkan" in targets:
             # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
-            vk_asm = lane_kernels.rewrite(asm, profile)
+            vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
             spirv = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
