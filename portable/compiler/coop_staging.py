@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from . import coop_matrix, promotion
-from .ir_util import constant_int, find_ops, multiple_of, pop_marked
-from .loop_registers import carry_in_registers
-from .mlir import arith, gpu, ir, memref, passmanager
+from .ir_util import constant_int, find_ops, multiple_of
+from .loop_registers import carry_in_registers, defined_outside
+from .mlir import arith, gpu, ir, memref, passmanager, scf
+from .promotion import _clone_with, _slice
 
 STAGED_K = "portable.coop_staged_k"  # marks the workgroup K loop of a staged cooperative-matrix matmul
 VEC = 8  # f16 elements per 16-byte copy
@@ -40,23 +41,29 @@ def copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
     return cy, cx
 
 
-def stage_k(profile: dict, k: int) -> int:
-    """The K step of the staged form for this profile and a matmul of depth k; 0 = not staged (no
-    `coop_stage_k`, k not a multiple of it, or the padded tiles do not fit the workgroup memory)."""
+def stage_k(profile: dict, k: int) -> tuple[int, int]:
+    """(K step, workgroup buffers per operand) of the staged form for this profile and a matmul of depth k; a K
+    step of 0 = not staged (no `coop_stage_k`, k not a multiple of it, or the padded tiles do not fit the
+    workgroup memory). `coop_stage_buffers` = 2 double-buffers the tiles where both copies fit."""
     kt = int(profile.get("coop_stage_k", 0) or 0)
     if not kt or kt % coop_matrix.MMA or k % kt:
-        return 0
+        return 0, 1
     (wm, wn), (sm, sn) = coop_matrix.tiles(profile)
     threads = (wm // sm) * (wn // sn) * coop_matrix.SUBGROUP
     for rows, cols in ((wm, kt), (kt, wn)):
         cy, cx = copy_threads(rows, cols, threads)
         if cols % VEC or rows % cy:
-            return 0
+            return 0, 1
     staged = 2 * (wm * (kt + PAD) + kt * (wn + PAD))  # f16 bytes of both padded tiles
-    return kt if staged <= int(profile.get("shared_memory_bytes", SHARED_BYTES)) else 0
+    limit = int(profile.get("shared_memory_bytes", SHARED_BYTES))
+    for nbuf in (int(profile.get("coop_stage_buffers", 1) or 1), 1):
+        if nbuf in (1, 2) and nbuf * staged <= limit:
+            return kt, nbuf
+    return 0, 1
 
 
-def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int, int], kt: int) -> None:
+def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int, int], kt: int,
+         buffers: int = 1) -> None:
     """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wp{k}_1 the fill): the fill per
     subgroup fragment, the K loop of steps kt with the operand tiles in workgroup memory, the subgroup tiles
     of one step in 16x16 fragments."""
@@ -75,7 +82,8 @@ def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int
     # The workgroup K loop; the operand tiles of a step become workgroup buffers filled by linalg.copy.
     emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for %wt{k} tile_sizes [0, 0, {kt}] "
          f": ({ANY}) -> ({ANY}, {ANY})")
-    emit(f'    transform.annotate %pkl{k} "{STAGED_K}" : {ANY}')
+    emit(f"    %nb{k} = transform.param.constant {buffers} : i64 -> !transform.param<i64>")
+    emit(f'    transform.annotate %pkl{k} "{STAGED_K}" = %nb{k} : {ANY}, !transform.param<i64>')
     emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [0.0 : f16, 0.0 : f16, "
          f"0.0 : f32], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
          f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
@@ -126,7 +134,9 @@ def after_outline(module: ir.Module) -> None:
         return
     # Views folded into the accesses, so a fragment's reads and writes share one memref and index values.
     passmanager.PassManager.parse(FOLD).run(module.operation)
-    for loop in pop_marked(module.operation, "scf.for", STAGED_K):
+    for loop in find_ops(module.operation, ("scf.for",), lambda op: STAGED_K in op.attributes):
+        buffers = loop.attributes[STAGED_K]
+        del loop.attributes[STAGED_K]
         _hoist_allocs(loop)
         loop = carry_in_registers(loop, across_barriers=True)
         _start_from_fill(loop)
@@ -135,7 +145,7 @@ def after_outline(module: ir.Module) -> None:
         fn = loop.parent
         while fn.name != "gpu.func":
             fn = fn.parent
-        fn.attributes[STAGED_K] = ir.UnitAttr.get()
+        fn.attributes[STAGED_K] = buffers
 
 
 FOLD = "builtin.module(gpu.module(fold-memref-alias-ops),canonicalize,cse)"
@@ -227,16 +237,23 @@ def wide_copies(asm: str) -> str:
     if STAGED_K not in asm:
         return asm
     module = ir.Module.parse("module attributes {gpu.container_module} {\n" + asm + "\n}")
-    for fn in pop_marked(module.operation, "gpu.func", STAGED_K):
+    for fn in find_ops(module.operation, ("gpu.func",), lambda op: STAGED_K in op.attributes):
+        buffers = ir.IntegerAttr(fn.attributes[STAGED_K]).value
+        del fn.attributes[STAGED_K]
         # The staged loops: those whose body has barriers (the fragment loops inside have none).
         loops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "scf.for" and
                  any(b.operation.name == "gpu.barrier" for b in o.operation.regions[0].blocks[0].operations)]
         tiles = [a.results[0] for a in find_ops(fn, ("memref.alloc",)) if "workgroup" in str(a.results[0].type)]
         pairs = [_copy_pairs(t) for t in tiles]
-        if all(p is not None for p in pairs):
-            _widen(fn, tiles, pairs)
+        if not all(p is not None for p in pairs):
+            buffers = 1  # the tiles keep their f16 elements: only the prefetch below
+        else:
+            tiles = _widen(fn, tiles, pairs, buffers)
         for loop in loops:
-            promotion.prefetch(loop)
+            if buffers == 2 and len(loops) == 1:
+                _double_buffer(loop, tiles)
+            else:
+                promotion.prefetch(loop)
     gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
     return str(gm)
 
@@ -287,7 +304,8 @@ def _widened(t: ir.MemRefType) -> ir.MemRefType:
     return ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // VEC], u4, memory_space=t.memory_space)
 
 
-def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list]) -> None:
+def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list], buffers: int) -> list[ir.Value]:
+    """Retype as wide_copies says (`buffers` copies of each tile, stacked along the rows); the new tiles."""
     idx_t = ir.IndexType.get()
     bufs = []
     for tile_pairs in pairs:
@@ -305,10 +323,14 @@ def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list]) -> None:
         with ir.InsertionPoint(op), op.location:
             return _divided(i, VEC, idx_t)
 
+    out = []
     for tile, tile_pairs in zip(tiles, pairs):
         alloc = tile.owner.operation
+        t = ir.MemRefType(tile.type)
+        stacked = ir.MemRefType.get([buffers * t.shape[0], t.shape[1]], t.element_type, memory_space=t.memory_space)
         with ir.InsertionPoint(alloc), alloc.location:
-            new = memref.AllocOp(_widened(ir.MemRefType(tile.type)), [], []).result
+            new = memref.AllocOp(_widened(stacked), [], []).result
+        out.append(new)
         for read, write in tile_pairs:
             ri, wi = _indices(read), _indices(write)
             with ir.InsertionPoint(write), write.location:
@@ -328,6 +350,7 @@ def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list]) -> None:
             o.results[0].replace_all_uses_with(ld.result)
             o.erase()
         alloc.erase()
+    return out
 
 
 def _divided(v: ir.Value, n: int, idx_t: ir.Type) -> ir.Value:
@@ -347,3 +370,92 @@ def _divided(v: ir.Value, n: int, idx_t: ir.Type) -> ir.Value:
             if k is not None and k % n == 0:
                 return arith.MulIOp(x, arith.ConstantOp(idx_t, k // n).result).result
     return arith.DivSIOp(v, arith.ConstantOp(idx_t, n).result).result
+
+
+def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
+    """Software-pipeline the staged loop over two copies of each tile (stacked rows): step i multiplies from
+    copy i % 2 while its threads store step i+1's operands (read from global memory during step i-1) into the
+    other copy and issue the global reads of step i+2; one barrier per step (the one at its end) orders both
+    the stores against the next step's fragment loads and this step's fragment loads against the stores of
+    the next. A single copy needs a second barrier per step between the stores and the loads."""
+    body = loop.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    iv = body.arguments[0]
+    lb, ub, step = list(loop.operands)[:3]
+    n_acc = len(loop.results)
+    reads = [o for o in ops if o.name == "memref.load" and not _is_workgroup(o.operands[0])
+             and defined_outside(o.operands[0], loop)]
+    stores = [next(iter(r.results[0].uses)).owner for r in reads]
+    stores = [st.operation if hasattr(st, "operation") else st for st in stores]
+    barriers = [o for o in ops if o.name == "gpu.barrier"]
+    if not reads or len(barriers) < 2 or any(st.name != "memref.store" for st in stores):
+        promotion.prefetch(loop)
+        return
+    idx_t = ir.IndexType.get()
+    # Prologue: step 0 into copy 0, a barrier, step 1's reads in flight.
+    for st in stores:
+        _clone_with(_slice(st, ops) + [st], iv, lb, loop)
+    barriers[-1].clone(ip=ir.InsertionPoint(loop))
+    with ir.InsertionPoint(loop), loop.location:
+        first = arith.MinSIOp(arith.AddIOp(lb, step).result, arith.SubIOp(ub, step).result).result
+    regs = [_clone_with(_slice(r, ops) + [r], iv, first, loop)[-1].results[0] for r in reads]
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + regs)
+    nbody = new.body
+    niv = nbody.arguments[0]
+    iv.replace_all_uses_with(niv)
+    for i, a in enumerate(list(body.arguments)[1:]):
+        a.replace_all_uses_with(nbody.arguments[1 + i])
+    old_yield = ops[-1]
+    with ir.InsertionPoint(nbody), loop.location:
+        new_yield = scf.YieldOp(list(old_yield.operands))
+    for o in ops[:-1]:
+        o.move_before(new_yield.operation)
+    for b in barriers[:-1]:
+        b.erase()
+    body_ops = [o.operation for o in nbody.operations]
+    with ir.InsertionPoint(body_ops[0]), loop.location:
+        two = arith.ConstantOp(idx_t, 2).result
+        parity = arith.RemUIOp(arith.DivUIOp(arith.SubIOp(niv, lb).result, step).result, two).result
+        off, other = [], []  # per tile: the row where this step's copy starts, and the other's
+        for t in tiles:
+            n = arith.ConstantOp(idx_t, ir.MemRefType(t.type).shape[0] // 2).result
+            off.append(arith.MulIOp(parity, n).result)
+            other.append(arith.SubIOp(n, off[-1]).result)
+
+    def tile_of(v: ir.Value) -> int:
+        return next(i for i, t in enumerate(tiles) if t == v)
+
+    # Stores: the carried registers, into the other copy.
+    for i, st in enumerate(stores):
+        st.operands[0] = nbody.arguments[1 + n_acc + i]
+        _shift_row(st, 2, other[tile_of(st.operands[1])])
+    # Fragment loads: this step's copy.
+    for o in body_ops:
+        if o.name == "gpu.subgroup_mma_load_matrix":
+            _shift_row(o, 1, off[tile_of(o.operands[0])])
+    # Step i+2's reads, after the stores (the last steps re-read the last tile: never past the end).
+    anchor = next(o for o in body_ops if o.name == "gpu.subgroup_mma_load_matrix")
+    with ir.InsertionPoint(anchor), loop.location:
+        two_steps = arith.AddIOp(niv, arith.AddIOp(step, step).result).result
+        nxt = arith.MinSIOp(two_steps, arith.SubIOp(ub, step).result).result
+    body_ops = [o.operation for o in nbody.operations]
+    nxt_regs = [_clone_with(_slice(r, body_ops) + [r], niv, nxt, anchor)[-1].results[0] for r in reads]
+    for r in reads:
+        r.erase()
+    with ir.InsertionPoint(new_yield.operation), loop.location:
+        scf.YieldOp(list(new_yield.operation.operands) + nxt_regs)
+    new_yield.operation.erase()
+    for i in range(n_acc):
+        loop.results[i].replace_all_uses_with(new.results[i])
+    loop.erase()
+
+
+def _shift_row(op: ir.Operation, first_index: int, by: ir.Value) -> None:
+    """Add `by` to the row (first) index of a memory op whose indices start at operand `first_index`."""
+    with ir.InsertionPoint(op), op.location:
+        op.operands[first_index] = arith.AddIOp(op.operands[first_index], by).result
+
+
+def _is_workgroup(v: ir.Value) -> bool:
+    return "orkgroup" in str(v.type)

@@ -90,8 +90,8 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         t = classify(g.target)
         if coop_matrix.eligible(g, profile, targets):
             wg, sg = coop_matrix.tiles(profile)
-            kt = coop_staging.stage_k(profile, classify(g.root).ranges[2])
-            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt))
+            kt, nbuf = coop_staging.stage_k(profile, classify(g.root).ranges[2])
+            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
         gp = profile

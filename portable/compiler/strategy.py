@@ -29,8 +29,10 @@ class Strategy:
     reduce_threads: int = 0
     # Cooperative-matrix matmul (coop_matrix.py): outputs (m, n) per subgroup; one subgroup of 32 per tile.
     coop: tuple[int, int] | None = None
-    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
+    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py;
+    # with `coop`: coop_staging.py, in this many workgroup buffers per operand).
     promote_k: int = 0
+    coop_buffers: int = 1
     # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
     # tile a register accumulator across them (transform_script._conv_taps).
     root_taps: bool = False
