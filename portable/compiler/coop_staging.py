@@ -63,10 +63,10 @@ def stage_k(profile: dict, k: int) -> tuple[int, int]:
 
 
 def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int, int], kt: int,
-         buffers: int = 1) -> None:
+         buffers: int = 1, acc: str = "f32") -> None:
     """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wp{k}_1 the fill): the fill per
     subgroup fragment, the K loop of steps kt with the operand tiles in workgroup memory, the subgroup tiles
-    of one step in 16x16 fragments."""
+    of one step in 16x16 fragments. `acc`: the output's element type."""
     assert nfused == 1, "the staged form takes a matmul whose only fused op is its fill"
     sm, sn = sg_tile
     wm, wn = wg_tile
@@ -85,7 +85,7 @@ def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int
     emit(f"    %nb{k} = transform.param.constant {buffers} : i64 -> !transform.param<i64>")
     emit(f'    transform.annotate %pkl{k} "{STAGED_K}" = %nb{k} : {ANY}, !transform.param<i64>')
     emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [0.0 : f16, 0.0 : f16, "
-         f"0.0 : f32], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+         f"0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
          f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
     for i in range(2):
         emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({ANY}) -> {ANY}")
@@ -246,9 +246,9 @@ def wide_copies(asm: str) -> str:
         tiles = [a.results[0] for a in find_ops(fn, ("memref.alloc",)) if "workgroup" in str(a.results[0].type)]
         pairs = [_copy_pairs(t) for t in tiles]
         if not all(p is not None for p in pairs):
-            buffers = 1  # the tiles keep their f16 elements: only the prefetch below
-        else:
-            tiles = _widen(fn, tiles, pairs, buffers)
+            continue  # the copies stay as they are (8 f16 accesses each): carried in registers they would
+            # be vector<8xf16> values, which SPIR-V has no type for
+        tiles = _widen(fn, tiles, pairs, buffers)
         for loop in loops:
             if buffers == 2 and len(loops) == 1:
                 _double_buffer(loop, tiles)

@@ -50,7 +50,8 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
         if s.coop and s.promote_k:
-            coop_staging.emit(emit, k, len(fused), (s.tile[0], s.tile[1]), s.coop, s.promote_k, s.coop_buffers)
+            acc = str(ir.ShapedType(g.root.operands[2].type).element_type)
+            coop_staging.emit(emit, k, len(fused), (s.tile[0], s.tile[1]), s.coop, s.promote_k, s.coop_buffers, acc)
         elif s.coop:
             coop_matrix.emit_subgroup_tiles(emit, k, len(fused), s.coop)
         elif s.promote_k:
