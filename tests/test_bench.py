@@ -97,3 +97,19 @@ def test_bench_model_workload_runs_against_onnxruntime(device, tmp_path):
     assert "numpy" not in by_peer  # numpy has no form of a network; onnxruntime is the reference
     w = result["workloads"]["tiny"]["resnet50"]
     assert w["flops"] > 0 and w["reference"].startswith("onnxruntime")
+
+
+def test_bench_runs_an_export_made_without_iree(device, tmp_path):
+    """An export from a host without the IREE compiler (no .vmfb, no IREE targets) still runs on the GPU host."""
+    from portable import profiles
+    from portable.bench.aot import export
+    from portable.devices import open_device
+
+    profile = profiles.match(open_device(device).info)["name"]
+    export(tmp_path / "x", profile, "add_64Mi", sizes="tiny", iree_targets=(), log=lambda *a: None)
+    from portable.bench.cli import main
+
+    assert main(["--import", str(tmp_path / "x"), "--device", device, "--peers", "portable", "--out",
+                 str(tmp_path / "r"), "--no-chart", "--iters", "2"]) == 0
+    mine, = [r for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"] if r["peer"] == "portable"]
+    assert mine["status"] == "ok", mine.get("error")

@@ -11,11 +11,12 @@ import pytest
 
 import portable
 from portable import profiles
-from portable.compiler import coop_matrix
+from portable.compiler import coop_matrix, coop_staging
 from portable.compiler.pipeline import compile_module
 
 OP_COOP_MULADD = 4459  # OpCooperativeMatrixMulAddKHR (SPV_KHR_cooperative_matrix)
 OP_COOP_LOAD = 4457  # OpCooperativeMatrixLoadKHR
+OP_BARRIER = 224  # OpControlBarrier
 
 
 def _opcodes(spirv: bytes) -> set[int]:
@@ -35,6 +36,7 @@ def _matmul(m: int, k: int, n: int, out: str = "float32") -> str:
 
 
 NVIDIA = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+UNSTAGED = dict(NVIDIA, coop_stage_k=0)  # fragments loaded from global memory (coop_matrix.py alone)
 (WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
 COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)  # one subgroup of 32 per subgroup tile
 
@@ -68,7 +70,7 @@ def test_falls_back_to_the_fma_strategy(why, text, profile, targets):
 @pytest.mark.parametrize("wg, sg", [((64, 64), (32, 32)), ((128, 128), (64, 32)), ((64, 64), (16, 16))])
 def test_tiles_from_the_profile(wg, sg):
     """Each subgroup multiplies (sg/16)^2 fragments: loads of A and B fragments shared by the multiplies."""
-    opts = dict(NVIDIA, coop_workgroup_tile=wg, coop_subgroup_tile=sg)
+    opts = dict(UNSTAGED, coop_workgroup_tile=wg, coop_subgroup_tile=sg)
     exe = compile_module(_matmul(256, 64, 256), opts, ("vulkan",))
     (kernel,) = exe.kernels
     assert kernel.workgroup_size == (32 * (wg[1] // sg[1]), wg[0] // sg[0], 1)
@@ -109,3 +111,104 @@ def test_read_only_buffer_sharing_a_written_buffers_block_type_gets_its_own():
     assert args[("input", 1)] in nonwritable  # w
     assert f"%main_kernel_arg_{args[('input', 2)]}_block = OpTypeStruct" in text
     assert not any("w" in kernel.access[i] for i in nonwritable)
+
+
+# ---- operand tiles staged in workgroup memory (compiler/coop_staging.py) ------------------------------------
+STORAGE_WORKGROUP, STORAGE_BUFFER = 4, 12  # SPIR-V storage classes
+
+
+def _instructions(spirv: bytes) -> list[tuple[int, tuple[int, ...]]]:
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    out, i = [], 5
+    while i < len(words):
+        n = max(words[i] >> 16, 1)
+        out.append((words[i] & 0xFFFF, words[i + 1:i + n]))
+        i += n
+    return out
+
+
+def _coop_load_storage(spirv: bytes) -> set[int]:
+    """Storage classes of the pointers every OpCooperativeMatrixLoadKHR reads through."""
+    ptr_class, value_type = {}, {}
+    for op, args in _instructions(spirv):
+        if op == 32:  # OpTypePointer: result, storage class, type
+            ptr_class[args[0]] = args[1]
+        elif op in (59, 65, 66):  # OpVariable, OpAccessChain, OpInBoundsAccessChain: result type, result
+            value_type[args[1]] = args[0]
+    return {ptr_class[value_type[args[2]]] for op, args in _instructions(spirv) if op == OP_COOP_LOAD}
+
+
+def _validate_coop(spirv: bytes) -> None:
+    """spirv-val the kernel where the installed spirv-val knows SPV_KHR_cooperative_matrix. Such a spirv-val
+    also requires the Vulkan memory model with cooperative matrices, which our kernels do not declare (NVIDIA's
+    driver runs them under GLSL450): it checks a copy that declares it, for everything else."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    tool = shutil.which("spirv-val")
+    if tool is None:
+        pytest.skip("no spirv-val")
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    i = 5
+    while i < len(words):
+        n, op = words[i] >> 16, words[i] & 0xFFFF
+        if op == 14:  # OpMemoryModel Logical <model>: Vulkan
+            words[i + 2] = 3
+        i += max(n, 1)
+    words[5:5] = [(2 << 16) | 17, 5345]  # OpCapability VulkanMemoryModel
+    with tempfile.TemporaryDirectory() as d:
+        path = f"{d}/k.spv"
+        with open(path, "wb") as f:
+            f.write(struct.pack(f"<{len(words)}I", *words))
+        r = subprocess.run([tool, "--target-env", "vulkan1.3", path], capture_output=True, text=True)
+    if "Invalid capability" in r.stderr + r.stdout:
+        pytest.skip(f"this spirv-val predates SPV_KHR_cooperative_matrix: {(r.stderr + r.stdout).strip()[:80]}")
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("out", ["float32", "float16"])
+@pytest.mark.parametrize("wg, sg, kt, buffers", [((128, 128), (64, 64), 64, 1), ((128, 128), (64, 64), 32, 2),
+                                                  ((128, 256), (64, 64), 16, 2), ((64, 64), (32, 32), 32, 1)])
+def test_staged_fragments_come_from_workgroup_memory(out, wg, sg, kt, buffers):
+    """Every fragment is loaded from workgroup memory (filled by 16-byte copies: the operand buffers and the
+    tiles are arrays of vec4 of 32-bit words); one K step's multiplies are straight-line code; a single copy
+    of the tiles takes two barriers per step, two copies one."""
+    opts = dict(NVIDIA, coop_workgroup_tile=wg, coop_subgroup_tile=sg, coop_stage_k=kt, coop_stage_buffers=buffers)
+    assert coop_staging.stage_k(opts, 4 * kt) == (kt, buffers)
+    exe = compile_module(_matmul(2 * wg[0], 4 * kt, 2 * wg[1], out), opts, ("vulkan",))
+    (kernel,) = exe.kernels
+    assert kernel.workgroup_size == (32 * (wg[1] // sg[1]), wg[0] // sg[0], 1)
+    assert tuple(exe.dispatches[0].grid) == (2, 2, 1)
+    assert _coop_load_storage(kernel.spirv) == {STORAGE_WORKGROUP}
+    ops = [op for op, _ in _instructions(kernel.spirv)]
+    assert ops.count(OP_COOP_MULADD) == (sg[0] // 16) * (sg[1] // 16) * (kt // 16)
+    assert ops.count(OP_BARRIER) == 2  # in the loop (single copy: both there; double: one before the loop)
+    # The copies move 16 bytes per load: no f16 is loaded on its own (OpLoad's result type a 16-bit float).
+    half = {args[0] for op, args in _instructions(kernel.spirv) if op == 22 and args[1] == 16}  # OpTypeFloat
+    assert half and not any(op == 61 and args[0] in half for op, args in _instructions(kernel.spirv))
+    _validate_coop(kernel.spirv)
+
+
+def test_unstaged_fragments_come_from_the_buffers():
+    exe = compile_module(_matmul(256, 64, 256), UNSTAGED, ("vulkan",))
+    (kernel,) = exe.kernels
+    assert _coop_load_storage(kernel.spirv) == {STORAGE_BUFFER}
+    assert OP_BARRIER not in _opcodes(kernel.spirv)
+
+
+@pytest.mark.parametrize("why, opts, k, expected", [
+    ("k not a multiple of the step", dict(NVIDIA, coop_stage_k=64), 96, (0, 1)),
+    ("the tiles do not fit 48 KiB", dict(NVIDIA, coop_workgroup_tile=(256, 256), coop_stage_k=64), 4096, (0, 1)),
+    ("two copies do not fit: one", dict(NVIDIA, coop_stage_k=64, coop_stage_buffers=2), 4096, (64, 1)),
+    ("no step in the profile", UNSTAGED, 4096, (0, 1)),
+])
+def test_stage_k_falls_back(why, opts, k, expected):
+    assert coop_staging.stage_k(opts, k) == expected, why
+
+
+def test_k_not_a_multiple_of_the_step_stays_unstaged():
+    exe = compile_module(_matmul(256, 96, 256), dict(NVIDIA, coop_stage_k=64), ("vulkan",))
+    (kernel,) = exe.kernels
+    assert OP_COOP_MULADD in _opcodes(kernel.spirv)
+    assert _coop_load_storage(kernel.spirv) == {STORAGE_BUFFER}

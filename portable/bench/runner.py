@@ -397,8 +397,8 @@ def run_bench(cfg: BenchConfig) -> dict:
         for dv in devs:
             base = {"device": dv["uri"], "device_name": dv["name"], "device_index": dv["index"],
                     "import_dir": str(cfg.import_dir) if cfg.import_dir else None, "manifest": manifest,
-                    "iree_target": cfg.iree_target if not manifest else (cfg.iree_target or manifest.get(
-                        "iree_targets", ["default"])[0])}
+                    "iree_target": cfg.iree_target if not manifest else (cfg.iree_target or (manifest.get(
+                        "iree_targets") or ["default"])[0])}  # an export made without IREE lists none
             if base["iree_target"] == "default":
                 base["iree_target"] = None
             if "portable" in cfg.peers:

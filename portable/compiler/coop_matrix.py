@@ -5,8 +5,9 @@ each subgroup's tile is cut into 16x16 fragments (loops fully unrolled) over a K
 `vector.contract` whose f16 operands keep their type (`fold_arith_extension`), the accumulators hoisted into
 the loop's iter_args, and after outlining `convert-vector-to-gpu` turns the contracts into `gpu.subgroup_mma_*`
 ops, which `convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. Devices whose default subgroup is not 32
-(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types, so this is a Vulkan-only
-strategy: a graph compiled for both targets keeps the register-blocked FMA strategy.
+(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types, so this is a
+Vulkan-only strategy: a graph compiled for both targets keeps the register-blocked FMA strategy. Where the profile
+sets `coop_stage_k`, the operand tiles go through workgroup memory first (coop_staging.py).
 
 Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
 result, no fused epilogue, m and n multiples of the workgroup tile, k a multiple of 16.
@@ -96,12 +97,22 @@ def emit_subgroup_tiles(emit, k: int, nfused: int, subgroup_tile: tuple[int, int
     emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %st{k} tile_sizes [0, 0, {MMA}] "
          f": ({any_op}) -> ({any_op}, {any_op})")
     # Fragments of the subgroup tile: loops of 16 fully unrolled, so every fragment has static offsets.
-    _fragments(emit, f"%kt{k}", f"f{k}", (sm, sn), f"[{MMA}, {MMA}, 0]")
+    fragments(emit, f"%kt{k}", f"f{k}", (sm, sn), f"[{MMA}, {MMA}, 0]")
     for i, h in enumerate(fills):
-        _fragments(emit, h, f"z{k}_{i}", (sm, sn), f"[{MMA}, {MMA}]")
+        fragments(emit, h, f"z{k}_{i}", (sm, sn), f"[{MMA}, {MMA}]")
     emit(f'    %vo{k} = transform.structured.match ops{{["linalg.generic", "linalg.fill"]}} in {cont} '
          f": ({any_op}) -> {any_op}")
     emit(f"    transform.structured.vectorize %vo{k} : {any_op}")
+    contract_patterns(emit, cont)
+    emit(f"    transform.apply_licm to %kl{k} : {any_op}")
+    emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+    # The zero fill forwards into the accumulators' initial values (mma constants after conversion).
+    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+
+
+def contract_patterns(emit, cont: str) -> None:
+    """Vectorized fragments to contracts convert-vector-to-gpu takes, in the ops under handle `cont`."""
+    any_op = "!transform.any_op"
     emit(f"    transform.apply_patterns to {cont} {{")
     # Slices of slices become one slice and reads/writes of slices read/write the tile at an offset, so each
     # fragment's accumulator is a loop-invariant subset of the K loop's iter_arg (hoisted below); the
@@ -113,13 +124,9 @@ def emit_subgroup_tiles(emit, k: int, nfused: int, subgroup_tile: tuple[int, int
     emit("      transform.apply_patterns.vector.fold_arith_extension")
     emit("      transform.apply_patterns.canonicalization")
     emit(f"    }} : {any_op}")
-    emit(f"    transform.apply_licm to %kl{k} : {any_op}")
-    emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
-    # The zero fill forwards into the accumulators' initial values (mma constants after conversion).
-    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
 
 
-def _fragments(emit, handle: str, name: str, tile: tuple[int, int], sizes: str) -> None:
+def fragments(emit, handle: str, name: str, tile: tuple[int, int], sizes: str) -> None:
     any_op = "!transform.any_op"
     emit(f"    %{name}t, %{name}m, %{name}n = transform.structured.tile_using_for {handle} tile_sizes {sizes} "
          f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")

@@ -86,8 +86,8 @@ def constant_int(v: ir.Value) -> int | None:
 
 
 def multiple_of(v: ir.Value, n: int, depth: int = 0) -> bool:
-    """Whether index `v` is provably a multiple of n (constants, products, sums, shifts, index casts, loop ivs
-    whose start and step are)."""
+    """Whether index `v` is provably a multiple of n (constants, products, sums, min/max and selects of multiples,
+    shifts, index casts, loop ivs whose start and step are)."""
     if depth > 24:
         return False
     c = constant_int(v)
@@ -102,8 +102,10 @@ def multiple_of(v: ir.Value, n: int, depth: int = 0) -> bool:
     a = list(op.operands)
     if op.name == "arith.muli":
         return multiple_of(a[0], n, depth + 1) or multiple_of(a[1], n, depth + 1)
-    if op.name in ("arith.addi", "arith.subi"):
+    if op.name in ("arith.addi", "arith.subi", "arith.minsi", "arith.minui", "arith.maxsi", "arith.maxui"):
         return multiple_of(a[0], n, depth + 1) and multiple_of(a[1], n, depth + 1)
+    if op.name == "arith.select":
+        return multiple_of(a[1], n, depth + 1) and multiple_of(a[2], n, depth + 1)
     if op.name == "arith.shli":
         s = constant_int(a[1])
         return s is not None and (1 << s) % n == 0 or multiple_of(a[0], n, depth + 1)

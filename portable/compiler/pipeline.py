@@ -14,6 +14,7 @@ from ..executable import Executable, Kernel
 from . import (
     barriers,
     coop_matrix,
+    coop_staging,
     dispatch,
     gathers,
     lane_kernels,
@@ -92,7 +93,10 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         t = classify(g.target)
         if coop_matrix.eligible(g, profile, targets):
             wg, sg = coop_matrix.tiles(profile)
-            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg))
+            # The fallback (plain) keeps fragments loaded from global memory: fewer transforms to fail.
+            staged = not plain and coop_staging.applies(g)
+            kt, nbuf = coop_staging.stage_k(profile, classify(g.root).ranges[2]) if staged else (0, 1)
+            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
         gp = profile
@@ -181,6 +185,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             module = pristine
             groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=True)
         _run(module, OUTLINE, "outline", dump)
+        if any(s.coop and s.promote_k for s in strategies):
+            coop_staging.after_outline(module)
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
@@ -188,7 +194,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
         if int(profile.get("row_registers", 0)):
             row_registers.keep_rows_in_registers(module, int(profile["row_registers"]))
-        if any(s.promote_k for s in strategies):
+        if any(s.promote_k and not s.coop for s in strategies):
             promotion.hoist_accumulators(module)
             _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
         loop_registers.carry_all(module)
@@ -240,7 +246,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         asm = str(gm)
         if "vulkan" in targets:
             # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
-            vk_asm = lane_kernels.rewrite(asm, profile)
+            vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
             spirv = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:

@@ -89,7 +89,7 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
         emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
              f": ({any_op}) -> ({any_op}, {any_op})")
         emit(f"    transform.structured.vectorize %pcr{k}_{i} : {any_op}")
-        if rows // cy > 1:  # straight-line copies, so hoist_accumulators can prefetch them (see _prefetch)
+        if rows // cy > 1:  # straight-line copies, so hoist_accumulators can prefetch them (see prefetch)
             emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {any_op}")
     # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
     nts = ", ".join(str(t) for t in s.threads)
@@ -128,7 +128,7 @@ def hoist_accumulators(module: ir.Module) -> None:
         # Its barriers publish and retire the workgroup tiles; the output tile is each thread's own.
         for op in find_ops(loop, ("gpu.barrier",)):
             op.attributes["address_spaces"] = ir.Attribute.parse("[#gpu.address_space<workgroup>]")
-        _prefetch(loop)
+        prefetch(loop)
 
 
 def _mark_unroll(loop: ir.Operation) -> None:
@@ -184,7 +184,7 @@ def _clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation)
     return clones
 
 
-def _prefetch(loop: ir.Operation) -> None:
+def prefetch(loop: ir.Operation) -> None:
     """Software-pipeline the staging: the global reads of step i+1 are issued right after step i's tiles are in
     workgroup memory (their latency overlaps step i's math), carried in registers, and written at the top of
     the next step. The barrier between the A and the B copy goes (nothing reads either tile before the last)."""
@@ -195,12 +195,13 @@ def _prefetch(loop: ir.Operation) -> None:
     def is_workgroup(v):
         return "orkgroup" in str(v.type)
 
-    reads = [o for o in ops if o.name == "vector.transfer_read" and not is_workgroup(o.operands[0])
+    reads = [o for o in ops if o.name in ("vector.transfer_read", "memref.load") and not is_workgroup(o.operands[0])
              and defined_outside(o.operands[0], loop)]
     stores = []
     for r in reads:
         users = [u.owner.operation for u in r.results[0].uses]
-        if len(users) != 1 or users[0].name != "vector.transfer_write" or not is_workgroup(users[0].operands[1]) \
+        if len(users) != 1 or users[0].name not in ("vector.transfer_write", "memref.store") or \
+                not is_workgroup(users[0].operands[1]) \
                 or not any(users[0] == o for o in ops):
             return
         stores.append(users[0])

@@ -29,8 +29,10 @@ class Strategy:
     reduce_threads: int = 0
     # Cooperative-matrix matmul (coop_matrix.py): outputs (m, n) per subgroup; one subgroup of 32 per tile.
     coop: tuple[int, int] | None = None
-    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py).
+    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py;
+    # with `coop`: coop_staging.py, in this many workgroup buffers per operand).
     promote_k: int = 0
+    coop_buffers: int = 1
     # Row chains on one workgroup per row: the subgroup size whose shuffles combine each reduction's partials
     # (subgroup_reduce.py; 0 = a tree of partials in workgroup memory).
     subgroup_reduce: int = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import coop_matrix, promotion, subgroup_reduce
+from . import coop_matrix, coop_staging, promotion, subgroup_reduce
 from .dispatch import Group
 from .ir_util import pop_marked
 from .linalg_info import classify
@@ -49,7 +49,10 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             emit(f"    %wp{k}_{j}, %wc{k}_{j} = transform.structured.fuse_into_containing_op %p{k}_{j} into {cont} "
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
-        if s.coop:
+        if s.coop and s.promote_k:
+            acc = str(ir.ShapedType(g.root.operands[2].type).element_type)
+            coop_staging.emit(emit, k, len(fused), (s.tile[0], s.tile[1]), s.coop, s.promote_k, s.coop_buffers, acc)
+        elif s.coop:
             coop_matrix.emit_subgroup_tiles(emit, k, len(fused), s.coop)
         elif s.promote_k:
             promotion.emit(emit, g, s, len(fused))
