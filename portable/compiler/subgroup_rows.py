@@ -52,7 +52,7 @@ def split_rows(module: ir.Module, gpu_module, subgroup: int, max_columns: int) -
 
 
 def _plan(fn: ir.Operation, subgroup: int, max_columns: int):
-    """(row op, thread id, column loops) when `fn` qualifies, else None."""
+    """(the thread id op, the column loops) when `fn` qualifies, else None."""
     if "known_block_size" not in fn.attributes:
         return None
     block = [int(x) for x in ir.DenseI32ArrayAttr(fn.attributes["known_block_size"])]
@@ -197,7 +197,7 @@ def _unroll(loop: ir.Operation, cols: list, subgroup: int, pair: int) -> None:
     ops = [o.operation for o in body.operations]
     current = list(loop.operands)[3:]
     ip = ir.InsertionPoint(loop)
-    wide = {}  # body transfer -> its 8-column read, or the first half of its write
+    wide = {}  # body transfer (by position) -> its 8-column read, or the operands of its first half's write
     for k, col in enumerate(cols):
         half = k % pair
         values = {iv: col}
