@@ -397,18 +397,9 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
     with ir.InsertionPoint(loop), loop.location:
         first = arith.MinSIOp(arith.AddIOp(lb, step).result, arith.SubIOp(ub, step).result).result
     regs = [_clone_with(_slice(r, ops) + [r], iv, first, loop)[-1].results[0] for r in reads]
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + regs)
+    new, new_yield = promotion.with_iter_args(loop, regs)
     nbody = new.body
     niv = nbody.arguments[0]
-    iv.replace_all_uses_with(niv)
-    for i, a in enumerate(list(body.arguments)[1:]):
-        a.replace_all_uses_with(nbody.arguments[1 + i])
-    old_yield = ops[-1]
-    with ir.InsertionPoint(nbody), loop.location:
-        new_yield = scf.YieldOp(list(old_yield.operands))
-    for o in ops[:-1]:
-        o.move_before(new_yield.operation)
     for b in barriers[:-1]:
         b.erase()
     body_ops = [o.operation for o in nbody.operations]

@@ -192,6 +192,24 @@ def _clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation)
     return clones
 
 
+def with_iter_args(loop: ir.Operation, extra: list[ir.Value]):
+    """(new scf.for, its yield): `loop`'s copy, built before it, carrying `extra` after its own iter_args, with
+    the body moved in and the old block arguments replaced; the yield yields the old values (callers add theirs)."""
+    body = loop.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    n_acc = len(loop.results)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2],
+                        list(loop.operands[3:3 + n_acc]) + list(extra))
+    for old, arg in zip(body.arguments, new.body.arguments):
+        old.replace_all_uses_with(arg)
+    with ir.InsertionPoint(new.body), loop.location:
+        new_yield = scf.YieldOp(list(ops[-1].operands))
+    for o in ops[:-1]:
+        o.move_before(new_yield.operation)
+    return new, new_yield
+
+
 def prefetch(loop: ir.Operation) -> None:
     """Software-pipeline the staging: the global reads of step i+1 are issued right after step i's tiles are in
     workgroup memory (their latency overlaps step i's math), carried in registers, and written at the top of
@@ -229,18 +247,9 @@ def prefetch(loop: ir.Operation) -> None:
     first = []
     for r in reads:
         first.append(_clone_with(_slice(r, ops) + [r], iv, lb, loop)[-1].results[0])
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + first)
+    new, new_yield = with_iter_args(loop, first)
     nbody = new.body
     niv = nbody.arguments[0]
-    iv.replace_all_uses_with(niv)
-    for i, a in enumerate(list(body.arguments)[1:]):
-        a.replace_all_uses_with(nbody.arguments[1 + i])
-    old_yield = ops[-1]
-    with ir.InsertionPoint(nbody), loop.location:
-        new_yield = scf.YieldOp(list(old_yield.operands))
-    for o in ops[:-1]:
-        o.move_before(new_yield.operation)
     # Step i+1's reads, after the barrier: the last step re-reads its own tile (never past the end).
     body_now = [o.operation for o in nbody.operations]
     anchor = body_now[[i for i, o in enumerate(body_now) if o == sync][0] + 1]
