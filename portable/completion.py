@@ -1,5 +1,10 @@
 """A completion thread per device: waits for submissions in the order they were made and resolves their
-futures, so the submitting thread goes on with the next one (async submit, overlap of host and device work)."""
+futures, so the submitting thread goes on with the next one (async submit, overlap of host and device work).
+
+A caller that blocks on a submission's result resolves it itself (Completion.result): handing the result over
+from the completion thread costs a thread wake-up per call, ~25 us of a submission's ~45 us on the H200 with
+either driver (benchmarks/results/h200/session6/latency.json).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,53 @@ from typing import Any
 _STOP = object()
 
 
+class Completion(Future):
+    """A submission's future: `wait()` blocks until the device is done, `finish()` returns the result, and
+    whichever thread claims it first runs them: the completion thread, or a caller blocked in result().
+    `caller_wait`: the wait such a caller runs (e.g. polling first); it may run while the completion thread is
+    in `wait()` too (timeline semaphores, OpenCL events; a fence, which its wait resets, may not). None: callers
+    wait for the completion thread (CPU drivers, whose kernels run on the cores a second waiter would take)."""
+
+    def __init__(self, wait: Callable[[], None], finish: Callable[[], Any],
+                 caller_wait: Callable[[], None] | None = None):
+        super().__init__()
+        self._wait, self._finish, self._caller_wait = wait, finish, caller_wait
+        self._claim = threading.Lock()
+
+    def _resolve(self, wait: Callable[[], None] | None) -> None:
+        """Wait (unless `wait` is None: already done) and finish, if no other thread has claimed this."""
+        if not self._claim.acquire(blocking=False):
+            return
+        try:
+            if wait is not None:
+                wait()
+            result = self._finish()
+        except BaseException as e:  # noqa: BLE001 - the error belongs to whoever holds the future
+            self.set_exception(e)
+        else:
+            self.set_result(result)
+
+    def settle(self) -> None:
+        """On the completion thread: wait for the device, then resolve unless a caller already does."""
+        if self._caller_wait is None:
+            self._resolve(self._wait)
+            return
+        try:
+            self._wait()
+        except BaseException as e:  # noqa: BLE001
+            if self._claim.acquire(blocking=False):
+                self.set_exception(e)
+            return
+        self._resolve(None)
+
+    def result(self, timeout: float | None = None) -> Any:
+        if timeout is None and not self.done() and self._caller_wait is not None:
+            self._resolve(self._caller_wait)
+        return super().result(timeout)
+
+
 class Completer:
-    """FIFO of (wait, finish, future): `wait()` blocks until the device is done, `finish()` returns the result."""
+    """FIFO of Completions, settled in the order they were submitted."""
 
     def __init__(self, name: str):
         self._name = name
@@ -22,28 +72,24 @@ class Completer:
         self._lock = threading.Lock()
         self.pending = 0
 
-    def add(self, wait: Callable[[], None], finish: Callable[[], Any], future: Future) -> None:
+    def submit(self, completion: Completion) -> Completion:
+        """Queue `completion` for the completion thread (FIFO); returns it."""
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"portable-completion {self._name}",
                                                 daemon=True)
                 self._thread.start()
             self.pending += 1
-        self._items.put((wait, finish, future))
+        self._items.put(completion)
+        return completion
 
     def _run(self) -> None:
         while True:
             item = self._items.get()
             if item is _STOP:
                 return
-            wait, finish, future = item
             try:
-                wait()
-                result = finish()
-            except BaseException as e:  # noqa: BLE001 - the error belongs to whoever holds the future
-                future.set_exception(e)
-            else:
-                future.set_result(result)
+                item.settle()
             finally:
                 with self._lock:
                     self.pending -= 1

@@ -64,3 +64,17 @@ def compile_and_load(source, device, tmp_path, **overrides):
             validate(k.spirv)
     exe.save(tmp_path / "g.ptx")
     return exe, portable.load(tmp_path / "g.ptx", device=device)
+
+
+def matmul_mlir(m: int, k: int, n: int, operand: str = "f32", result: str = "f32") -> str:
+    """A plain (m,k)x(k,n) linalg.matmul as MLIR text: `operand` inputs, zero-filled `result` accumulator."""
+    a, b, c = f"tensor<{m}x{k}x{operand}>", f"tensor<{k}x{n}x{operand}>", f"tensor<{m}x{n}x{result}>"
+    return f"""
+func.func @main(%a: {a}, %b: {b}) -> {c} {{
+  %z = arith.constant 0.0 : {result}
+  %e = tensor.empty() : {c}
+  %f = linalg.fill ins(%z : {result}) outs(%e : {c}) -> {c}
+  %r = linalg.matmul ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
+  return %r : {c}
+}}
+"""

@@ -15,23 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compile_and_load
+from conftest import compile_and_load, matmul_mlir
 
 from portable.errors import DeviceNotFound
 from portable.runtime_vk.discovery import discovery_instance
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = "VK_KHR_pipeline_executable_properties"
-MATMUL = """
-func.func @main(%a: tensor<33x40xf32>, %b: tensor<40x17xf32>) -> tensor<33x17xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<33x17xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x17xf32>) -> tensor<33x17xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<33x40xf32>, tensor<40x17xf32>) outs(%f : tensor<33x17xf32>)
-       -> tensor<33x17xf32>
-  return %r : tensor<33x17xf32>
-}
-"""
+MATMUL = matmul_mlir(33, 40, 17)
 
 
 def _tool():

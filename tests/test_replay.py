@@ -153,3 +153,27 @@ def test_legacy_execute_places_barriers_by_access(device, spirv):
     np.testing.assert_array_equal(b.download(bufs[0], 4 * N).view(np.float32), np.full(N, 6, np.float32))
     for buf in bufs:
         live.pool.release(buf)
+
+
+@pytest.mark.parametrize("caller_waits", [False, True])
+def test_blocked_caller_resolves_its_own_run(device, spirv, caller_waits):
+    """GPU drivers: a caller blocked in result() waits for the device and finishes the run itself (no hand-off
+    from the completion thread); CPU drivers keep the hand-off. Both forced here, with runs in flight."""
+    live = open_device(device)
+    rec, bufs = chain(live.backend, live.pool, axpy(spirv))
+    rec.caller_waits = caller_waits
+    rng = np.random.default_rng(1)
+    try:
+        for _ in range(3):
+            runs = []
+            for _ in range(4):
+                x, y = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+                runs.append((x, y, rec.submit([x, y])))
+            for x, y, f in reversed(runs):  # the last first: earlier ones are finished by the completion thread
+                out1, out2, t1 = (r.view(np.float32) for r in f.result())
+                np.testing.assert_allclose(out1, x + 3 * y, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(t1, x + 5 * y, rtol=1e-5, atol=1e-5)
+    finally:
+        rec.close()
+        for b in bufs:
+            live.pool.release(b)

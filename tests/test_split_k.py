@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import compile_and_load
+from conftest import compile_and_load, matmul_mlir
 
 import portable
 
@@ -23,15 +23,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
 
 def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
     """f16 operands, f32 accumulation and result (MLIR text: the Graph's matmul keeps its operand type)."""
-    text = """
-    func.func @main(%x: tensor<1x512xf16>, %w: tensor<512x128xf16>) -> tensor<1x128xf32> {
-      %z = arith.constant 0.0 : f32
-      %e = tensor.empty() : tensor<1x128xf32>
-      %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x128xf32>) -> tensor<1x128xf32>
-      %r = linalg.matmul ins(%x, %w : tensor<1x512xf16>, tensor<512x128xf16>) outs(%f : tensor<1x128xf32>)
-          -> tensor<1x128xf32>
-      return %r : tensor<1x128xf32>
-    }"""
+    text = matmul_mlir(1, 512, 128, "f16", "f32")
     exe, loaded = compile_and_load(text, device, tmp_path, gemv_split_threads=4096)
     assert len(exe.dispatches) == 2
     rng = np.random.default_rng(5)

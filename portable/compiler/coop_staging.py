@@ -92,27 +92,10 @@ def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int
          f": ({ANY}) -> ({ANY}, {ANY})")
     emit(f"    %nb{k} = transform.param.constant {buffers} : i64 -> !transform.param<i64>")
     emit(f'    transform.annotate %pkl{k} "{STAGED_K}" = %nb{k} : {ANY}, !transform.param<i64>')
-    emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [0.0 : f16, 0.0 : f16, "
-         f"0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
-         f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
-    for i in range(2):
-        emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({ANY}) -> {ANY}")
-        emit(f"    %pb{k}_{i}, %pn{k}_{i} = transform.structured.bufferize_to_allocation %po{k}_{i} "
-             f"{{memory_space = #gpu.address_space<workgroup>, memcpy_op = \"linalg.copy\"}} : {ANY}")
-    emit(f'    %pcs{k} = transform.structured.match ops{{["linalg.copy"]}} in %pkl{k} : ({ANY}) -> {ANY}')
-    emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({ANY}) -> ({ANY}, {ANY})")
-    for i, (rows, cols) in enumerate(((wm, kt), (kt, wn))):
-        cy, cx = copy_threads(rows, cols, threads)
-        # Thread t copies rows t // cx + j * cy (j < rows / cy), 8 columns each: a row's 16-byte pieces go to
-        # neighbouring threads.
-        emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
-             f"num_threads [{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
-             f": ({ANY}) -> ({ANY}, {ANY})")
-        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
-             f": ({ANY}) -> ({ANY}, {ANY})")
-        emit(f"    transform.structured.vectorize %pcr{k}_{i} : {ANY}")
-        if rows // cy > 1:
-            emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {ANY}")
+    # Thread t copies rows t // cx + j * cy (j < rows / cy), 8 halves each: a row's 16-byte pieces go to
+    # neighbouring threads.
+    promotion.emit_operand_copies(emit, k, f"0.0 : f16, 0.0 : f16, 0.0 : {acc}", ((wm, kt), (kt, wn)),
+                                  lambda r, c: copy_threads(r, c, threads))
     # One K step of the subgroup tiles, as in the unstaged form, on the padded (workgroup-memory) operands.
     emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall %pp{k} tile_sizes [{sm}, {sn}] {warps} "
          f": ({ANY}) -> ({ANY}, {ANY})")
@@ -414,18 +397,9 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
     with ir.InsertionPoint(loop), loop.location:
         first = arith.MinSIOp(arith.AddIOp(lb, step).result, arith.SubIOp(ub, step).result).result
     regs = [_clone_with(_slice(r, ops) + [r], iv, first, loop)[-1].results[0] for r in reads]
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + regs)
+    new, new_yield = promotion.with_iter_args(loop, regs)
     nbody = new.body
     niv = nbody.arguments[0]
-    iv.replace_all_uses_with(niv)
-    for i, a in enumerate(list(body.arguments)[1:]):
-        a.replace_all_uses_with(nbody.arguments[1 + i])
-    old_yield = ops[-1]
-    with ir.InsertionPoint(nbody), loop.location:
-        new_yield = scf.YieldOp(list(old_yield.operands))
-    for o in ops[:-1]:
-        o.move_before(new_yield.operation)
     for b in barriers[:-1]:
         b.erase()
     body_ops = [o.operation for o in nbody.operations]

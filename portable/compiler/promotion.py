@@ -37,6 +37,33 @@ def _copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
         cy -= 1
     return cy, cx
 
+def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads) -> None:
+    """Transform lines staging the two operand tiles of group k's K step (handles %pk{k}, %pkl{k}) in workgroup
+    memory: a pad that only makes each operand its own tile, bufferized to workgroup buffers filled by
+    linalg.copy; each copy spread over the threads (`copy_threads(rows, cols)` -> (cy, cx)), one row at a time so
+    every access is a 1-d vector, straight-line where a thread copies several rows (so prefetch can move them)."""
+    any_op = "!transform.any_op"
+    emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [{padding_values}], "
+         f"padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+         f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
+    for i in range(2):
+        emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({any_op}) -> {any_op}")
+        emit(f"    %pb{k}_{i}, %pn{k}_{i} = transform.structured.bufferize_to_allocation %po{k}_{i} "
+             f"{{memory_space = #gpu.address_space<workgroup>, memcpy_op = \"linalg.copy\"}} : {any_op}")
+    emit(f'    %pcs{k} = transform.structured.match ops{{["linalg.copy"]}} in %pkl{k} : ({any_op}) -> {any_op}')
+    emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({any_op}) -> ({any_op}, {any_op})")
+    for i, (rows, cols) in enumerate(tiles):
+        cy, cx = copy_threads(rows, cols)
+        emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
+             f"num_threads [{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    transform.structured.vectorize %pcr{k}_{i} : {any_op}")
+        if rows // cy > 1:
+            emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {any_op}")
+
+
 
 def applies(g: Group) -> bool:
     """The group is a matmul with nothing fused but the fill of its output (what `emit` stages)."""
@@ -71,26 +98,7 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     emit(f'    transform.annotate %pkl{k} "{PROMOTED_K}" : {any_op}')
     # Operand tiles become workgroup buffers filled by linalg.copy (the pad adds nothing: the tiles divide).
     zeros = ", ".join(_zero(ir.ShapedType(v.type).element_type) for v in g.root.operands)
-    emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [{zeros}], "
-         f"padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
-         f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
-    for i in range(2):
-        emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({any_op}) -> {any_op}")
-        emit(f"    %pb{k}_{i}, %pn{k}_{i} = transform.structured.bufferize_to_allocation %po{k}_{i} "
-             f"{{memory_space = #gpu.address_space<workgroup>, memcpy_op = \"linalg.copy\"}} : {any_op}")
-    emit(f'    %pcs{k} = transform.structured.match ops{{["linalg.copy"]}} in %pkl{k} : ({any_op}) -> {any_op}')
-    emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({any_op}) -> ({any_op}, {any_op})")
-    for i, (rows, cols) in enumerate(((tm_, kt), (kt, tn_))):
-        cy, cx = _copy_threads(rows, cols, threads)
-        emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
-             f"num_threads [{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
-             f": ({any_op}) -> ({any_op}, {any_op})")
-        # One row at a time, so each thread's accesses are 1-d (4-wide) vectors.
-        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
-             f": ({any_op}) -> ({any_op}, {any_op})")
-        emit(f"    transform.structured.vectorize %pcr{k}_{i} : {any_op}")
-        if rows // cy > 1:  # straight-line copies, so hoist_accumulators can prefetch them (see prefetch)
-            emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {any_op}")
+    emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads))
     # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
     nts = ", ".join(str(t) for t in s.threads)
     emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{nts}] "
@@ -184,6 +192,24 @@ def _clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation)
     return clones
 
 
+def with_iter_args(loop: ir.Operation, extra: list[ir.Value]):
+    """(new scf.for, its yield): `loop`'s copy, built before it, carrying `extra` after its own iter_args, with
+    the body moved in and the old block arguments replaced; the yield yields the old values (callers add theirs)."""
+    body = loop.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    n_acc = len(loop.results)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2],
+                        list(loop.operands[3:3 + n_acc]) + list(extra))
+    for old, arg in zip(body.arguments, new.body.arguments):
+        old.replace_all_uses_with(arg)
+    with ir.InsertionPoint(new.body), loop.location:
+        new_yield = scf.YieldOp(list(ops[-1].operands))
+    for o in ops[:-1]:
+        o.move_before(new_yield.operation)
+    return new, new_yield
+
+
 def prefetch(loop: ir.Operation) -> None:
     """Software-pipeline the staging: the global reads of step i+1 are issued right after step i's tiles are in
     workgroup memory (their latency overlaps step i's math), carried in registers, and written at the top of
@@ -221,18 +247,9 @@ def prefetch(loop: ir.Operation) -> None:
     first = []
     for r in reads:
         first.append(_clone_with(_slice(r, ops) + [r], iv, lb, loop)[-1].results[0])
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(lb, ub, step, list(loop.operands[3:3 + n_acc]) + first)
+    new, new_yield = with_iter_args(loop, first)
     nbody = new.body
     niv = nbody.arguments[0]
-    iv.replace_all_uses_with(niv)
-    for i, a in enumerate(list(body.arguments)[1:]):
-        a.replace_all_uses_with(nbody.arguments[1 + i])
-    old_yield = ops[-1]
-    with ir.InsertionPoint(nbody), loop.location:
-        new_yield = scf.YieldOp(list(old_yield.operands))
-    for o in ops[:-1]:
-        o.move_before(new_yield.operation)
     # Step i+1's reads, after the barrier: the last step re-reads its own tile (never past the end).
     body_now = [o.operation for o in nbody.operations]
     anchor = body_now[[i for i, o in enumerate(body_now) if o == sync][0] + 1]

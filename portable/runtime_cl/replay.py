@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Recording, Step
-from ..completion import Completer
+from ..completion import Completer, Completion
 from ..memory import dependencies, uses
 from .buffers import ClBuffer
 from .clapi import cl
@@ -37,6 +37,9 @@ class OpenCLRecording(Recording):
                  downloads: Sequence[tuple[ClBuffer, int]], where: str,
                  copies: Sequence[tuple[ClBuffer, ClBuffer, int]] = ()):
         self._queue = queue
+        # A caller blocked on a result waits on the events itself (completion.Completion), except on a CPU
+        # device, whose kernels run on the cores that a second waiter would take.
+        self.caller_waits = not queue.device.type & cl.device_type.CPU
         self._copies = [(a, b, int(n)) for a, b, n in copies if n and a is not b]
         self._ooo = out_of_order
         self._completer = completer
@@ -115,9 +118,8 @@ class OpenCLRecording(Recording):
                  for out, (buf, n) in zip(outs, self._downloads) if n]
         pending = downs or last or ups
         q.flush()
-        future: Future = Future()
-        self._completer.add(lambda: self._wait(pending), lambda: self._finish(outs), future)
-        return future
+        wait = lambda: self._wait(pending)  # noqa: E731
+        return self._completer.submit(Completion(wait, lambda: self._finish(outs), wait if self.caller_waits else None))
 
     def _wait(self, events: list[Any]) -> None:
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -349,11 +350,17 @@ class Device:
         timeline.check(result, f"waiting for {what} on {self.name}")
         timeline.check(vk.lib.vkResetFences(self.handle, 1, vk.ffi.new("VkFence[1]", [fence])), "vkResetFences")
 
-    def wait_value(self, value: int, what: str, lane: Lane | None = None) -> None:
-        """Block until the timeline of `lane` (default: compute) reaches `value` (DeviceLost after the timeout)."""
+    def wait_value(self, value: int, what: str, lane: Lane | None = None, spin_s: float = 0.0) -> None:
+        """Block until the timeline of `lane` (default: compute) reaches `value` (DeviceLost after the timeout),
+        polling it for up to `spin_s` first."""
+        sem = (lane or self.compute).timeline
+        if spin_s:
+            end = time.perf_counter() + spin_s
+            while time.perf_counter() < end:
+                if timeline.value(self.handle, sem) >= value:
+                    return
         try:
-            timeline.wait(self.handle, (lane or self.compute).timeline, value, self.timeout_ns,
-                          f"{what} on {self.name}")
+            timeline.wait(self.handle, sem, value, self.timeout_ns, f"{what} on {self.name}")
         except DeviceLost:
             self.lost = True
             raise
