@@ -110,6 +110,8 @@ def _owned_loops(alloc: ir.Operation, tids, threads: int, limit: int) -> list[ir
             if any(constant_int(i) is None for i in idx) or op.parent != kernel_block and not _in_top_loop(op):
                 return None
             if _in_top_loop(op):
+                if not _short(op.parent, limit):
+                    return None
                 loops.append(_op(op.parent))
             continue
         if any(constant_int(i) != 0 for i in idx[:-1]):
@@ -121,14 +123,21 @@ def _owned_loops(alloc: ir.Operation, tids, threads: int, limit: int) -> list[ir
             if op.parent != kernel_block and not _in_top_loop(op):
                 return None
             if _in_top_loop(op):
+                if not _short(op.parent, limit):
+                    return None
                 loops.append(_op(op.parent))
         else:
-            if op.parent != slot or slot.parent != kernel_block:
-                return None
-            if constant_int(slot.operands[1]) > t.shape[-1] or constant_int(slot.operands[1]) // threads > limit:
+            if op.parent != slot or slot.parent != kernel_block or constant_int(slot.operands[1]) > t.shape[-1] \
+                    or not _short(slot, limit):
                 return None
             loops.append(_op(slot))
     return loops
+
+
+def _short(loop: ir.Operation, limit: int) -> bool:
+    """Whether scf.for `loop` has constant bounds and at most `limit` iterations (unrolling it stays small)."""
+    lb, ub, step = (constant_int(v) for v in list(loop.operands)[:3])
+    return None not in (lb, ub, step) and step > 0 and len(range(lb, ub, step)) <= limit
 
 
 def _in_top_loop(op: ir.Operation) -> bool:
