@@ -1,6 +1,7 @@
-"""Resize, GridSample, DFT, STFT and MelWeightMatrix rewritten into plain ONNX ops (onnx_decomp_signal.py): small
-models built with onnx.helper, several variants per model, run on every device and checked against onnx's
-reference evaluator (onnxruntime where the two disagree and the spec sides with onnxruntime)."""
+"""Resize, GridSample, DFT, STFT and MelWeightMatrix rewritten into plain ONNX ops (onnx_decomp_signal.py,
+onnx_decomp_grid.py, onnx_decomp_spectral.py): small models built with onnx.helper, several variants per model,
+run on every device and checked against onnx's reference evaluator (onnxruntime where the two disagree and the
+spec sides with onnxruntime)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,13 @@ def _known(m) -> tuple[dict, dict, dict]:
 
 def decompose(m, infer):
     """Apply the registered rewrites to the top-level graph; returns the (re-inferred) model."""
-    from . import onnx_decomp_index, onnx_decomp_linalg, onnx_decomp_signal, onnx_decomp_spectral  # noqa: F401
+    from . import (  # noqa: F401
+        onnx_decomp_grid,
+        onnx_decomp_index,
+        onnx_decomp_linalg,
+        onnx_decomp_signal,
+        onnx_decomp_spectral,
+    )
     if not any(n.op_type in REWRITES and n.domain in ("", "ai.onnx") for n in m.graph.node):
         return m
     shapes, types, consts = _known(m)
