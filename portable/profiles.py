@@ -79,6 +79,13 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         if cap:
             opts["workgroup_invocations"] = min(int(opts.get("workgroup_invocations", 64)), int(cap))
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
+    # Strategies that lay data over a subgroup's lanes need its real width (the live device's where known); a key
+    # written for another width is off (llvmpipe's subgroup is 4, 8 or 16 lanes with the host's vector width).
+    if limits.get("subgroup_size"):
+        opts["subgroup_size"] = int(limits["subgroup_size"])
+        for key in ("subgroup_rows", "subgroup_shared_reads"):
+            if opts.get(key) and int(opts[key]) != opts["subgroup_size"]:
+                opts[key] = 0
     if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
         opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
     # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):
@@ -105,7 +112,6 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         # Shapes the device multiplies on cooperative matrices (VK_KHR_cooperative_matrix), e.g.
         # "16x16x16 f16*f16+f32->f32"; the compiler uses them for f16 matmuls on Vulkan.
         opts["cooperative_matrix_shapes"] = tuple(limits["cooperative_matrix_shapes"])
-        opts["subgroup_size"] = int(limits.get("subgroup_size", 0) or 0)
         if "CooperativeMatrixKHR" not in caps:
             caps.append("CooperativeMatrixKHR")
             exts.append("SPV_KHR_cooperative_matrix")

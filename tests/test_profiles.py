@@ -238,6 +238,18 @@ def test_codegen_options_clamp_to_a_smaller_live_device():
     assert opts["workgroup_invocations"] == 64 and opts["fp16"] is True and "Float16" in opts["spirv_caps"]
 
 
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_subgroup_layouts_follow_the_live_subgroup_size(lanes):
+    """lavapipe's subgroup is as wide as the host's vectors: the strategies laid out over 8 lanes stay on only
+    where the live device reports 8, and SPIR-V's target gets the live size (compiler/subgroup_*.py)."""
+    prof = profiles.all_profiles()["lavapipe"]
+    live = dataclasses.replace(info("llvmpipe (LLVM 15.0.6, 128 bits)", "llvmpipe", 0x10005, device_type="cpu"),
+                               limits={"subgroup_size": lanes})
+    opts = profiles.codegen_options(prof, live)
+    assert opts["subgroup_size"] == lanes
+    assert bool(opts["subgroup_rows"]) == bool(opts["subgroup_shared_reads"]) == (lanes == 8)
+
+
 # ---- every profile compiles and validates -------------------------------------------------------------
 def _matmul_bias_relu() -> str:
     from portable.frontend.graph import Graph

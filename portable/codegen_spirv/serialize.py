@@ -37,6 +37,17 @@ def target_env_options(profile: dict) -> str:
     return " ".join(opts)
 
 
+def _with_subgroup_size(target: ir.Attribute, profile: dict) -> ir.Attribute:
+    """The target environment with the device's subgroup size (GPUToSPIRV lowers a gpu.shuffle only over a whole
+    subgroup, by default 32 lanes; lavapipe's are 8): spirv-attach-target has no option for it."""
+    size = int(profile.get("subgroup_size") or 0)
+    text = str(target)
+    if not size or "#spirv.resource_limits<>" not in text:
+        return target
+    limits = f"#spirv.resource_limits<subgroup_size = {size}>"
+    return ir.Attribute.parse(text.replace("#spirv.resource_limits<>", limits))
+
+
 def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
                           dump=None, access: tuple[str, ...] = ()) -> bytes:
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
@@ -94,7 +105,9 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             # `spirv.target_env` attribute; without it they assume a bare Vulkan 1.0 device, emulate f16 in
             # f32 and leave f64 ops alone.
             gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
-            gm.attributes["spirv.target_env"] = ir.ArrayAttr(gm.attributes["targets"])[0]
+            target = _with_subgroup_size(ir.ArrayAttr(gm.attributes["targets"])[0], profile)
+            gm.attributes["targets"] = ir.ArrayAttr.get([target])
+            gm.attributes["spirv.target_env"] = target
             # BF16_TO_F32: f16/bf16 math functions and bf16 arithmetic compute in f32 (f16 transcendentals are
             # imprecise on some GPUs; f16 arithmetic stays f16); its arith-expand also expands ceildivsi,
             # floordivsi and the like, which ArithToSPIRV has no pattern for.

@@ -22,9 +22,6 @@ _PURE = ("arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.divu
          "arith.andi", "arith.ori", "arith.xori", "arith.minsi", "arith.minui", "arith.maxsi", "arith.maxui",
          "arith.select", "arith.cmpi", "arith.extsi", "arith.extui", "arith.trunci", "affine.apply",
          "gpu.block_id", "gpu.grid_dim", "gpu.block_dim")
-# The SPIR-V lowering of gpu.shuffle accepts only the target environment's subgroup size (32 where none is
-# given); the instruction itself carries no width, and the lanes read here are below the device's subgroup size.
-SHUFFLE_WIDTH = 32
 
 
 def share_subgroup_reads(gpu_module: ir.Operation, subgroup: int) -> bool:
@@ -126,7 +123,7 @@ def _split(op: ir.Operation, lane: ir.Value, subgroup: int) -> None:
         mine = vector.TransferReadOp(ir.VectorType.get([width], vt.element_type), operands[0],
                                      indices[:-1] + [last], op.attributes["permutation_map"],
                                      operands[1 + seg[1]], [True]).result
-        width_c = arith.ConstantOp(i32, SHUFFLE_WIDTH).result
+        width_c = arith.ConstantOp(i32, subgroup).result  # the whole subgroup (the target environment's size)
     for use in [u.owner for u in op.results[0].uses]:
         pos = int(ir.DenseI64ArrayAttr(use.attributes["static_position"])[0])
         # 16-bit elements are shuffled as the f32 they are widened to (the extensions then take the shuffle).

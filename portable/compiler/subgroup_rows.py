@@ -22,7 +22,6 @@ from .ir_util import constant_int, find_ops
 from .mlir import arith, gpu, ir, passmanager, scf, vector
 
 WIDTH = 4
-SHUFFLE_WIDTH = 32  # the SPIR-V lowering of gpu.shuffle takes only the target's subgroup size (32 when unset)
 _COMBINE = {"add": "arith.addf", "mul": "arith.mulf", "maximumf": "arith.maximumf", "maxnumf": "arith.maxnumf",
             "minimumf": "arith.minimumf", "minnumf": "arith.minnumf"}
 _WRITES = ("memref.store", "vector.transfer_write", "vector.store")
@@ -249,7 +248,7 @@ def _across_lanes(red: ir.Operation, subgroup: int) -> None:
     i32 = ir.IntegerType.get_signless(32)
     v = red.results[0]
     with ir.InsertionPoint.after(red), red.location:
-        width = arith.ConstantOp(i32, SHUFFLE_WIDTH).result
+        width = arith.ConstantOp(i32, subgroup).result  # the whole subgroup (the target environment's size)
         offset = subgroup // 2
         while offset:
             other = gpu.ShuffleOp(v, arith.ConstantOp(i32, offset).result, width, gpu.ShuffleMode.XOR).results[0]
