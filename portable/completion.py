@@ -30,13 +30,11 @@ class Completion(Future):
         self._wait, self._finish, self._caller_wait = wait, finish, caller_wait
         self._claim = threading.Lock()
 
-    def _resolve(self, wait: Callable[[], None] | None) -> None:
-        """Wait (unless `wait` is None: already done) and finish, if no other thread has claimed this."""
-        if not self._claim.acquire(blocking=False):
+    def _finish_once(self) -> None:
+        """Finish and set the outcome unless done already (the claim is held)."""
+        if self.done():
             return
         try:
-            if wait is not None:
-                wait()
             result = self._finish()
         except BaseException as e:  # noqa: BLE001 - the error belongs to whoever holds the future
             self.set_exception(e)
@@ -44,21 +42,37 @@ class Completion(Future):
             self.set_result(result)
 
     def settle(self) -> None:
-        """On the completion thread: wait for the device, then resolve unless a caller already does."""
-        if self._caller_wait is None:
-            self._resolve(self._wait)
-            return
+        """On the completion thread: wait for the device, then resolve unless a caller already has (a caller
+        still finishing holds the claim: this waits for it, and finishes if the caller was interrupted)."""
         try:
+            if self._caller_wait is None:
+                with self._claim:
+                    self._wait()
+                    self._finish_once()
+                return
             self._wait()
         except BaseException as e:  # noqa: BLE001
-            if self._claim.acquire(blocking=False):
-                self.set_exception(e)
+            with self._claim:
+                if not self.done():
+                    self.set_exception(e)
             return
-        self._resolve(None)
+        with self._claim:
+            self._finish_once()
 
     def result(self, timeout: float | None = None) -> Any:
-        if timeout is None and not self.done() and self._caller_wait is not None:
-            self._resolve(self._caller_wait)
+        if timeout is None and not self.done() and self._caller_wait is not None and \
+                self._claim.acquire(blocking=False):
+            try:
+                self._caller_wait()
+            except Exception as e:  # noqa: BLE001 - a device error belongs to the future
+                if not self.done():
+                    self.set_exception(e)
+            except BaseException:  # interrupted (Ctrl-C): the completion thread finishes the run instead
+                self._claim.release()
+                raise
+            else:
+                self._finish_once()
+            self._claim.release()
         return super().result(timeout)
 
 

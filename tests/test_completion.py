@@ -59,3 +59,28 @@ def test_a_failed_wait_reaches_the_caller(caller_wait):
     with pytest.raises(RuntimeError, match="device lost"):
         c.result()
     completer.close()
+
+
+def test_an_interrupted_caller_leaves_the_run_to_the_completion_thread():
+    """Ctrl-C while a caller waits must not strand the run: the completion thread still finishes it (a replay's
+    finish frees the recording for its next submission)."""
+    device_done = threading.Event()
+    finished_on: list[int] = []
+
+    def wait():
+        assert device_done.wait(10)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def finish():
+        finished_on.append(threading.get_ident())
+        return 42
+
+    completer = Completer("test")
+    c = completer.submit(Completion(wait, finish, interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        c.result()
+    device_done.set()
+    completer.close()
+    assert c.result() == 42 and len(finished_on) == 1 and finished_on != [threading.get_ident()]
