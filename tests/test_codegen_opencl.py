@@ -465,3 +465,31 @@ def regenerate() -> None:
 
 if __name__ == "__main__":
     regenerate()
+
+
+SHUFFLE = """
+gpu.module @x {
+  gpu.func @shuffle(%a: memref<32xf32>) kernel attributes {known_block_size = array<i32: 32, 1, 1>} {
+    %t = gpu.thread_id x
+    %v = memref.load %a[%t] : memref<32xf32>
+    %m = arith.constant 16 : i32
+    %w = arith.constant 32 : i32
+    %s, %ok = gpu.shuffle xor %v, %m, %w : f32
+    memref.store %s, %a[%t] : memref<32xf32>
+    gpu.return
+  }
+}
+"""
+
+
+def test_subgroup_shuffle_needs_the_devices_spelling():
+    """gpu.shuffle (row-chain reductions) has no OpenCL C 1.2 form: NVIDIA's profile spells it as inline PTX
+    (opencl_shuffle = "ptx"); without a spelling the op is refused by name."""
+    from portable.errors import UnsupportedOp
+
+    with ir.Context():
+        module = ir.Module.parse(SHUFFLE)
+        src = emit_opencl(module, shuffle="ptx").source
+        assert "shfl.sync.bfly.b32" in src and re.search(r"float v\d+ = pt_shuffle_xor_float\(v\d+, 16\);", src)
+        with pytest.raises(UnsupportedOp, match="gpu.shuffle"):
+            emit_opencl(module)
