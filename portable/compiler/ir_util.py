@@ -28,11 +28,18 @@ def clone_body(block: ir.Block, args: list[ir.Value]) -> list[ir.Value]:
     mapping = dict(zip(block.arguments, args))
     ops = list(block.operations)
     for op in ops[:-1]:
-        new = op.operation.clone()
-        _remap(new, mapping)
-        for old, res in zip(op.results, new.results):
-            mapping[old] = res
+        clone_mapped(op.operation, mapping)
     return [mapping.get(v, v) for v in ops[-1].operands]
+
+
+def clone_mapped(op: ir.Operation, mapping: dict, ip: ir.InsertionPoint | None = None) -> ir.Operation:
+    """Clone `op` (at `ip`, default the current insertion point) reading `mapping`'s values in place of the ones
+    it names, nested ops included; its results are added to `mapping`."""
+    new = op.clone(ip) if ip is not None else op.clone()
+    _remap(new, mapping)
+    for old, res in zip(op.results, new.results):
+        mapping[old] = res
+    return new
 
 
 def _remap(op: ir.Operation, mapping: dict) -> None:

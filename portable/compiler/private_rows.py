@@ -15,7 +15,7 @@ buffers written only before it).
 
 from __future__ import annotations
 
-from .ir_util import constant_int, find_ops
+from .ir_util import clone_mapped, constant_int, find_ops
 from .mlir import ir
 
 # Ops that write the memref operand `_WRITES[name]` (and could change what a recomputed row reads).
@@ -134,14 +134,8 @@ def _inline(body: list, store: ir.Operation, iv: ir.Value, load: ir.Operation) -
     values = {iv: list(load.operands)[1 + slot]}
     ip = ir.InsertionPoint(load)
     for op in body:
-        if op == store:
-            continue
-        clone = op.clone(ip)
-        for i, v in enumerate(op.operands):
-            if v in values:
-                clone.operands[i] = values[v]
-        for old, new in zip(op.results, clone.results):
-            values[old] = new
+        if op != store:
+            clone_mapped(op, values, ip)
     stored = store.operands[0]
     load.results[0].replace_all_uses_with(values.get(stored, stored))
     load.erase()

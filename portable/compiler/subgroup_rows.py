@@ -18,7 +18,7 @@ iter_args are vec4 partials each reduced by one vector.reduction, and whose writ
 
 from __future__ import annotations
 
-from .ir_util import constant_int, find_ops
+from .ir_util import clone_mapped, constant_int, find_ops
 from .mlir import arith, gpu, ir, passmanager, scf, vector
 
 WIDTH = 4
@@ -205,12 +205,7 @@ def _unroll(loop: ir.Operation, cols: list, subgroup: int, pair: int) -> None:
             if pair == 2 and op.name in ("vector.transfer_read", "vector.transfer_write") and iv in list(op.operands):
                 _paired(op, i, values, wide, half, ip)
                 continue
-            clone = op.clone(ip)
-            for j, v in enumerate(op.operands):
-                if v in values:
-                    clone.operands[j] = values[v]
-            for old, new in zip(op.results, clone.results):
-                values[old] = new
+            clone_mapped(op, values, ip)
         current = [values.get(v, v) for v in ops[-1].operands]
     for res, final in zip(loop.results, current):
         red = next(u.owner.operation for u in res.uses)
