@@ -78,3 +78,38 @@ func.func @main(%a: {a}, %b: {b}) -> {c} {{
   return %r : {c}
 }}
 """
+
+
+def depthwise_mlir(n: int, h: int, w: int, c: int, stride: int = 1, relu: bool = False, bias: bool = True) -> str:
+    """3x3 depthwise NHWC, padding 1, optional bias + ReLU epilogue (the linalg a frontend produces); `bias`:
+    the bias is an argument (read only by the epilogue)."""
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    x, xp = f"tensor<{n}x{h}x{w}x{c}xf32>", f"tensor<{n}x{h + 2}x{w + 2}x{c}xf32>"
+    out = f"tensor<{n}x{oh}x{ow}x{c}xf32>"
+    bias_arg = f", %b: tensor<{c}xf32>" if bias else ""
+    epilogue = f"""
+    %e = tensor.empty() : {out}
+    %y = linalg.generic {{indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (d)>,
+        affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+        ins(%r, %b : {out}, tensor<{c}xf32>) outs(%e : {out}) {{
+    ^bb0(%v: f32, %bv: f32, %o: f32):
+      %s = arith.addf %v, %bv : f32
+      %m = arith.maximumf %s, %zero : f32
+      linalg.yield %m : f32
+    }} -> {out}""" if relu else ""
+    return f"""module {{
+  func.func @main(%x: {x}, %w: tensor<3x3x{c}xf32>{bias_arg}) -> {out} {{
+    %zero = arith.constant 0.0 : f32
+    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : f32
+    }} : {x} to {xp}
+    %empty = tensor.empty() : {out}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
+    %r = linalg.depthwise_conv_2d_nhwc_hwc
+      {{dilations = dense<1> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}}
+      ins(%xp, %w : {xp}, tensor<3x3x{c}xf32>) outs(%acc : {out}) -> {out}{epilogue}
+    return {"%y" if relu else "%r"} : {out}
+  }}
+}}
+"""

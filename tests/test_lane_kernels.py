@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import depthwise_mlir
 
 import portable
 from portable import profiles
@@ -63,32 +64,12 @@ def test_constant_init_drops_the_output_round_trip(device):
     np.testing.assert_allclose(exe(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
-def _depthwise(n: int, hw: int, c: int) -> str:
-    x, w = f"tensor<{n}x{hw}x{hw}x{c}xf32>", f"tensor<3x3x{c}xf32>"
-    xp, out = f"tensor<{n}x{hw + 2}x{hw + 2}x{c}xf32>", f"tensor<{n}x{hw}x{hw}x{c}xf32>"
-    return f"""module {{
-  func.func @main(%x: {x}, %w: {w}) -> {out} {{
-    %zero = arith.constant 0.0 : f32
-    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
-    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
-      tensor.yield %zero : f32
-    }} : {x} to {xp}
-    %empty = tensor.empty() : {out}
-    %acc = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
-    %r = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
-      ins(%xp, %w : {xp}, {w}) outs(%acc : {out}) -> {out}
-    return %r : {out}
-  }}
-}}
-"""
-
-
 @pytest.mark.parametrize("shape", [(1, 20, 32), (2, 9, 5)])
 def test_depthwise_conv_taps_carried_in_registers(device, shape):
     """A scalar depthwise convolution's output element is carried in a register across the tap loops
     (compiler/loop_registers.py, every profile); with loop_vectorize the channel loop runs on vec4."""
     n, hw, c = shape
-    text = _depthwise(n, hw, c)
+    text = depthwise_mlir(n, hw, hw, c, bias=False)
     x = RNG.standard_normal((n, hw, hw, c)).astype(np.float32)
     w = RNG.standard_normal((3, 3, c)).astype(np.float32)
     xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))

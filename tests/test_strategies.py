@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 from conftest import compile_and_load as _compile_and_load
+from conftest import depthwise_mlir
 
 import portable
 from portable import profiles
@@ -69,39 +70,6 @@ def test_matmul_rows_wider_than_a_vector(device, tmp_path, m, k, n, epilogue):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
-def _depthwise_mlir(n, h, w, c, stride, relu):
-    """3x3 depthwise NHWC, padding 1, optional bias + ReLU epilogue (the linalg a frontend produces)."""
-    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
-    x, xp = f"tensor<{n}x{h}x{w}x{c}xf32>", f"tensor<{n}x{h + 2}x{w + 2}x{c}xf32>"
-    out = f"tensor<{n}x{oh}x{ow}x{c}xf32>"
-    epilogue = f"""
-    %e = tensor.empty() : {out}
-    %y = linalg.generic {{indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (d)>,
-        affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
-        ins(%r, %b : {out}, tensor<{c}xf32>) outs(%e : {out}) {{
-    ^bb0(%v: f32, %bv: f32, %o: f32):
-      %s = arith.addf %v, %bv : f32
-      %m = arith.maximumf %s, %zero : f32
-      linalg.yield %m : f32
-    }} -> {out}""" if relu else ""
-    return f"""module {{
-  func.func @main(%x: {x}, %w: tensor<3x3x{c}xf32>, %b: tensor<{c}xf32>) -> {out} {{
-    %zero = arith.constant 0.0 : f32
-    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
-    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
-      tensor.yield %zero : f32
-    }} : {x} to {xp}
-    %empty = tensor.empty() : {out}
-    %acc = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
-    %r = linalg.depthwise_conv_2d_nhwc_hwc
-      {{dilations = dense<1> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}}
-      ins(%xp, %w : {xp}, tensor<3x3x{c}xf32>) outs(%acc : {out}) -> {out}{epilogue}
-    return {"%y" if relu else "%r"} : {out}
-  }}
-}}
-"""
-
-
 @pytest.mark.parametrize("n,h,w,c,stride,relu", [(1, 16, 16, 32, 1, False), (2, 9, 13, 24, 1, True),
                                                  (1, 11, 10, 48, 2, True), (1, 7, 5, 3, 1, False)])
 def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu):
@@ -113,7 +81,7 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), vectorize=True, thread_tile=[8, 32],
                 max_vector_width=16, conv_vector_taps=True)
-    exe = compile_module(_depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
+    exe = compile_module(depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
     rng = np.random.default_rng(6)
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
     wt, b = rng.standard_normal((3, 3, c)).astype(np.float32), rng.standard_normal(c).astype(np.float32)
