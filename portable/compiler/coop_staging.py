@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from . import coop_matrix, promotion
-from .ir_util import constant_int, find_ops, multiple_of
+from .ir_util import as_operation, constant_int, find_ops, multiple_of
 from .loop_registers import carry_in_registers, defined_outside
 from .mlir import arith, gpu, ir, memref, passmanager, scf
 from .promotion import _clone_with, _slice
@@ -265,7 +265,7 @@ def _copy_pairs(tile: ir.Value) -> list | None:
     if t.rank != 2 or t.shape[1] % VEC or not isinstance(t.element_type, ir.F16Type):
         return None
     for use in tile.uses:
-        o = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        o = as_operation(use.owner)
         if o.name == "gpu.subgroup_mma_load_matrix":
             if not multiple_of(list(o.operands)[-1], VEC):
                 return None
@@ -279,7 +279,7 @@ def _copy_pairs(tile: ir.Value) -> list | None:
             return None
     for src, _ in pairs:
         buf = src.operands[0]
-        if any((u.owner.operation if hasattr(u.owner, "operation") else u.owner).name != "vector.transfer_read"
+        if any(as_operation(u.owner).name != "vector.transfer_read"
                for u in buf.uses) or ir.MemRefType(buf.type).shape[-1] % VEC:
             return None
     return pairs
@@ -337,7 +337,7 @@ def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list], buffers: 
             write.erase()
             read.erase()
         for use in list(tile.uses):
-            o = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            o = as_operation(use.owner)
             ops = list(o.operands)
             lead = ir.IntegerAttr(o.attributes["leadDimension"]).value
             with ir.InsertionPoint(o), o.location:
@@ -384,7 +384,7 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
     reads = [o for o in ops if o.name == "memref.load" and not _is_workgroup(o.operands[0])
              and defined_outside(o.operands[0], loop)]
     stores = [next(iter(r.results[0].uses)).owner for r in reads]
-    stores = [st.operation if hasattr(st, "operation") else st for st in stores]
+    stores = [as_operation(st) for st in stores]
     barriers = [o for o in ops if o.name == "gpu.barrier"]
     if not reads or len(barriers) < 2 or any(st.name != "memref.store" for st in stores):
         promotion.prefetch(loop)

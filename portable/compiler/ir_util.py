@@ -53,6 +53,22 @@ def _remap(op: ir.Operation, mapping: dict) -> None:
     op.walk(visit)
 
 
+VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
+         "memref.view")
+
+
+def base_buffer(v: ir.Value) -> ir.Value:
+    """The buffer a memref value views (through subviews, casts, reshapes)."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in VIEWS:
+        v = v.owner.operation.operands[0]
+    return v
+
+
+def as_operation(owner) -> ir.Operation:
+    """A use's owner as an ir.Operation (the bindings give an OpView for registered ops)."""
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
 def pop_marked(root: ir.Operation, name: str, attr: str) -> list[ir.Operation]:
     """Ops named `name` under `root` that carry the unit attribute `attr` (a mark left by the transform script),
     with the mark removed."""

@@ -14,14 +14,12 @@ against 0.04 ms on the H200).
 
 from __future__ import annotations
 
-from .ir_util import constant_int
+from .ir_util import base_buffer, constant_int
 from .mlir import ir, scf
 
 # (read op, index of its memref operand, number of trailing non-index operands); (write op, memref, value).
 _READS = {"memref.load": (0, 0), "vector.transfer_read": (0, 1)}
 _WRITES = {"memref.store": 1, "vector.transfer_write": 1}
-_VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
-          "memref.collapse_shape", "memref.view")
 
 
 def _inside(op: ir.Operation, loop: ir.Operation) -> bool:
@@ -41,12 +39,6 @@ def defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
 
 
 
-
-def _base(v: ir.Value) -> ir.Value:
-    """The buffer a memref value views (through subviews, casts, reshapes)."""
-    while isinstance(v, ir.OpResult) and v.owner.operation.name in _VIEWS:
-        v = v.owner.operation.operands[0]
-    return v
 
 
 def _indices(op: ir.Operation) -> list[ir.Value]:
@@ -88,7 +80,7 @@ def _touches(op: ir.Operation, bases: list[ir.Value]) -> bool:
     found = []
 
     def check(o):
-        if any(_base(v) == b for v in o.operands if isinstance(v.type, ir.MemRefType) for b in bases):
+        if any(base_buffer(v) == b for v in o.operands if isinstance(v.type, ir.MemRefType) for b in bases):
             found.append(o)
         return ir.WalkResult.ADVANCE
 
@@ -111,7 +103,7 @@ def carry_in_registers(loop: ir.Operation, across_barriers: bool = False) -> ir.
     if not pairs:
         return loop
     # Nothing else in the loop may touch those buffers: another access (or one through a view) could alias.
-    bases = [_base(r.operands[_READS[r.name][0]]) for r, _ in pairs]
+    bases = [base_buffer(r.operands[_READS[r.name][0]]) for r, _ in pairs]
     paired = [o for pair in pairs for o in pair]
     if any(_touches(op, bases) for op in ops if not any(op == p for p in paired)):
         return loop

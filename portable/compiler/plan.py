@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..executable import Dispatch, Slot, TensorSig
-from .ir_util import bf16_bits
+from .ir_util import as_operation, bf16_bits
 from .mlir import ir
 
 _DTYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i32": "int32", "i64": "int64", "i8": "int8",
@@ -63,7 +63,7 @@ def kernel_access(func_op: ir.Operation) -> tuple[str, ...]:
         if not isinstance(a.type, ir.MemRefType):
             continue
         for use in a.uses:
-            op = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            op = as_operation(use.owner)
             n = use.operand_number
             if _READS.get(op.name) == n:
                 access[i].add("r")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .ir_util import as_operation
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from .mlir import ir, tensor
 from .rewrites import rebuild_generic
@@ -39,7 +40,7 @@ def _producer(value: ir.Value) -> ir.Operation | None:
 
 
 def _users(op: ir.Operation) -> list[ir.Operation]:
-    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for r in op.results for u in r.uses]
+    return [as_operation(u.owner) for r in op.results for u in r.uses]
 
 
 def _dims(amap: ir.AffineMap) -> list[int] | None:

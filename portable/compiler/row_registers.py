@@ -11,7 +11,7 @@ t + k*T), and every load takes the value of the last store to its slot; the stor
 
 from __future__ import annotations
 
-from .ir_util import clone_body, constant_int
+from .ir_util import as_operation, base_buffer, clone_body, constant_int
 from .mlir import arith, ir
 
 _ACCESS = ("memref.load", "memref.store")
@@ -102,7 +102,7 @@ def _owned_loops(alloc: ir.Operation, tids, threads: int, limit: int) -> list[ir
     kernel_block = alloc.parent
     loops = []
     for use in alloc.results[0].uses:
-        op = _op(use.owner)
+        op = as_operation(use.owner)
         if op.name not in _ACCESS or use.operand_number != (1 if op.name == "memref.store" else 0):
             return None
         idx = list(op.operands)[2 if op.name == "memref.store" else 1:]
@@ -112,7 +112,7 @@ def _owned_loops(alloc: ir.Operation, tids, threads: int, limit: int) -> list[ir
             if _in_top_loop(op):
                 if not _short(op.parent, limit):
                     return None
-                loops.append(_op(op.parent))
+                loops.append(as_operation(op.parent))
             continue
         if any(constant_int(i) != 0 for i in idx[:-1]):
             return None
@@ -125,12 +125,12 @@ def _owned_loops(alloc: ir.Operation, tids, threads: int, limit: int) -> list[ir
             if _in_top_loop(op):
                 if not _short(op.parent, limit):
                     return None
-                loops.append(_op(op.parent))
+                loops.append(as_operation(op.parent))
         else:
             if op.parent != slot or slot.parent != kernel_block or constant_int(slot.operands[1]) > t.shape[-1] \
                     or not _short(slot, limit):
                 return None
-            loops.append(_op(slot))
+            loops.append(as_operation(slot))
     return loops
 
 
@@ -176,7 +176,7 @@ def _forward(alloc: ir.Operation, body: ir.Block, tids, threads: int) -> None:
     """Loads take the value last stored to their slot, in the kernel's straight-line order; the stores and the
     buffer then go. Left as is when a slot is read before it is written."""
     shared = _workgroup(alloc)
-    accesses = [_op(u.owner) for u in alloc.results[0].uses]
+    accesses = [as_operation(u.owner) for u in alloc.results[0].uses]
     keys = [_key(a, shared, tids, threads) for a in accesses]
     if any(a.parent != alloc.parent for a in accesses) or any(not isinstance(k, (int, tuple)) for k in keys):
         return  # not all unrolled to the top level
@@ -196,13 +196,9 @@ def _forward(alloc: ir.Operation, body: ir.Block, tids, threads: int) -> None:
     for op, value in loads:
         op.results[0].replace_all_uses_with(value)
         op.erase()
-    for a in [_op(u.owner) for u in alloc.results[0].uses]:
+    for a in [as_operation(u.owner) for u in alloc.results[0].uses]:
         a.erase()
     alloc.erase()
-
-
-def _op(owner) -> ir.Operation:
-    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def _reuse_input_loads(fn: ir.Operation, body: ir.Block, tids) -> None:
@@ -213,12 +209,12 @@ def _reuse_input_loads(fn: ir.Operation, body: ir.Block, tids) -> None:
     def visit(o):
         if o.name in ("memref.store", "vector.store", "vector.transfer_write", "memref.copy",
                       "memref.atomic_rmw"):
-            written.add(_base(o.operands[1]))
+            written.add(base_buffer(o.operands[1]))
         elif "atomic" in o.name:
-            written.add(_base(o.operands[0]))  # memref.generic_atomic_rmw
+            written.add(base_buffer(o.operands[0]))  # memref.generic_atomic_rmw
         elif o.name in ("memref.subview", "memref.cast", "memref.reinterpret_cast") and \
                 any(u.owner.name not in ("memref.load", "memref.subview") for u in o.results[0].uses):
-            written.add(_base(o.operands[0]))  # a view used other than by loads: not followed
+            written.add(base_buffer(o.operands[0]))  # a view used other than by loads: not followed
         return ir.WalkResult.ADVANCE
 
     fn.walk(visit)
@@ -251,13 +247,6 @@ def _index_key(v: ir.Value, tids):
     return v
 
 
-def _base(v: ir.Value) -> ir.Value:
-    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("memref.subview", "memref.cast",
-                                                                    "memref.reinterpret_cast"):
-        v = v.owner.operation.operands[0]
-    return v
-
-
 def _touches(ops: list[ir.Operation]) -> tuple[set, set, bool]:
     """(buffers read, buffers written, any nested barrier) of `ops`; an unmodelled write is None."""
     reads, writes = set(), set()
@@ -268,12 +257,12 @@ def _touches(ops: list[ir.Operation]) -> tuple[set, set, bool]:
         if o.name == "gpu.barrier":
             nested = True
         elif o.name in ("memref.load", "vector.load", "vector.transfer_read"):
-            reads.add(_base(o.operands[0]))
+            reads.add(base_buffer(o.operands[0]))
         elif o.name in ("memref.store", "vector.store", "vector.transfer_write"):
-            writes.add(_base(o.operands[1]))
+            writes.add(base_buffer(o.operands[1]))
         elif o.name == "memref.copy":
-            reads.add(_base(o.operands[0]))
-            writes.add(_base(o.operands[1]))
+            reads.add(base_buffer(o.operands[0]))
+            writes.add(base_buffer(o.operands[1]))
         elif o.name.startswith("memref.atomic") or o.name.startswith("memref.generic_atomic"):
             writes.add(None)  # unmodelled: keeps every barrier next to it
         return ir.WalkResult.ADVANCE
