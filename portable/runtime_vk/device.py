@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -353,14 +352,9 @@ class Device:
     def wait_value(self, value: int, what: str, lane: Lane | None = None, spin_s: float = 0.0) -> None:
         """Block until the timeline of `lane` (default: compute) reaches `value` (DeviceLost after the timeout),
         polling it for up to `spin_s` first."""
-        sem = (lane or self.compute).timeline
-        if spin_s:
-            end = time.perf_counter() + spin_s
-            while time.perf_counter() < end:
-                if timeline.value(self.handle, sem) >= value:
-                    return
         try:
-            timeline.wait(self.handle, sem, value, self.timeout_ns, f"{what} on {self.name}")
+            timeline.wait(self.handle, (lane or self.compute).timeline, value, self.timeout_ns,
+                          f"{what} on {self.name}", spin_s)
         except DeviceLost:
             self.lost = True
             raise

@@ -3,6 +3,7 @@ signal values are patched in place, so a replayed submission costs one driver ca
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +35,16 @@ def value(device: Any, semaphore: Any) -> int:
     return int(out[0])
 
 
-def wait(device: Any, semaphore: Any, target: int, timeout_ns: int, what: str) -> None:
-    """Block until `semaphore` reaches `target`; DeviceLost after `timeout_ns`."""
+def wait(device: Any, semaphore: Any, target: int, timeout_ns: int, what: str, spin_s: float = 0.0) -> None:
+    """Block until `semaphore` reaches `target`; DeviceLost after `timeout_ns`. `spin_s`: poll the counter this
+    long first (a driver's blocking wait may wake well after the device is done)."""
+    if spin_s:
+        out = vk.ffi.new("uint64_t*")
+        end = time.perf_counter() + spin_s
+        while time.perf_counter() < end:
+            check(vk.lib.vkGetSemaphoreCounterValue(device, semaphore, out), "vkGetSemaphoreCounterValue")
+            if out[0] >= target:
+                return
     sems = vk.ffi.new("VkSemaphore[1]", [semaphore])
     values = vk.ffi.new("uint64_t[1]", [target])
     info = new_struct("VkSemaphoreWaitInfo", vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, semaphoreCount=1,
