@@ -1,5 +1,5 @@
-"""Vulkan runtime tests at the Backend level: discovery, transfers, kernels from hand-written SPIR-V,
-barriers, push constants, the pipeline cache, errors and leaks. No MLIR involved.
+"""Vulkan runtime tests at the Backend level: transfers, kernels from hand-written SPIR-V, barriers, push
+constants, the pipeline cache, errors and leaks (discovery: test_vk_discovery.py). No MLIR involved.
 
 Every test runs on each Vulkan device (PORTABLE_TEST_DEVICES filters) with the Khronos validation layer,
 including synchronization validation, and fails on any validation warning or error.
