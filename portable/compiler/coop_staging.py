@@ -24,7 +24,7 @@ from ..errors import CompileError
 from . import coop_matrix, promotion
 from .ir_util import as_operation, constant_int, find_ops, multiple_of
 from .loop_registers import carry_in_registers, defined_outside
-from .mlir import arith, gpu, ir, memref, passmanager, scf
+from .mlir import arith, gpu, ir, memref, passmanager
 from .promotion import _clone_with, _slice
 
 STAGED_K = "portable.coop_staged_k"  # marks the workgroup K loop of a staged cooperative-matrix matmul
@@ -432,12 +432,7 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
     nxt_regs = [_clone_with(_slice(r, body_ops) + [r], niv, nxt, anchor)[-1].results[0] for r in reads]
     for r in reads:
         r.erase()
-    with ir.InsertionPoint(new_yield.operation), loop.location:
-        scf.YieldOp(list(new_yield.operation.operands) + nxt_regs)
-    new_yield.operation.erase()
-    for i in range(n_acc):
-        loop.results[i].replace_all_uses_with(new.results[i])
-    loop.erase()
+    promotion.replace_with_rebuilt(loop, new, new_yield, nxt_regs)
 
 
 def _shift_row(op: ir.Operation, first_index: int, by: ir.Value) -> None:

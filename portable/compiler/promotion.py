@@ -210,6 +210,16 @@ def with_iter_args(loop: ir.Operation, extra: list[ir.Value]):
     return new, new_yield
 
 
+def replace_with_rebuilt(loop: ir.Operation, new: ir.Operation, new_yield, extra: list[ir.Value]) -> None:
+    """Finish a with_iter_args rebuild: its yield also yields `extra`, and `new` replaces `loop`."""
+    with ir.InsertionPoint(new_yield.operation), loop.location:
+        scf.YieldOp(list(new_yield.operation.operands) + list(extra))
+    new_yield.operation.erase()
+    for old, res in zip(loop.results, new.results):
+        old.replace_all_uses_with(res)
+    loop.erase()
+
+
 def prefetch(loop: ir.Operation) -> None:
     """Software-pipeline the staging: the global reads of step i+1 are issued right after step i's tiles are in
     workgroup memory (their latency overlaps step i's math), carried in registers, and written at the top of
@@ -264,12 +274,7 @@ def prefetch(loop: ir.Operation) -> None:
         st.replace_uses_of_with(r.results[0], nbody.arguments[1 + n_acc + i])
     for r in reads:
         r.erase()
-    with ir.InsertionPoint(new_yield.operation), loop.location:
-        scf.YieldOp(list(new_yield.operation.operands) + next_vals)
-    new_yield.operation.erase()
-    for i in range(n_acc):
-        loop.results[i].replace_all_uses_with(new.results[i])
-    loop.erase()
+    replace_with_rebuilt(loop, new, new_yield, next_vals)
 
 
 __all__ = ["applies", "emit", "hoist_accumulators", "PROMOTED_K"]
