@@ -484,12 +484,12 @@ gpu.module @x {
 
 def test_subgroup_shuffle_needs_the_devices_spelling():
     """gpu.shuffle (row-chain reductions) has no OpenCL C 1.2 form: NVIDIA's profile spells it as inline PTX
-    (opencl_shuffle = "ptx"); without a spelling the op is refused by name."""
+    (opencl_asm = "ptx"); without a spelling the op is refused by name."""
     from portable.errors import UnsupportedOp
 
     with ir.Context():
         module = ir.Module.parse(SHUFFLE)
-        src = emit_opencl(module, shuffle="ptx").source
+        src = emit_opencl(module, asm="ptx").source
         assert "shfl.sync.bfly.b32" in src and re.search(r"float v\d+ = pt_shuffle_xor_float\(v\d+, 16\);", src)
         with pytest.raises(UnsupportedOp, match="gpu.shuffle"):
             emit_opencl(module)

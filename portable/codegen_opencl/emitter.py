@@ -24,7 +24,7 @@ from ..compiler.bounds import Bounds
 from ..compiler.ir_util import multiple_of
 from ..compiler.mlir import ir
 from ..errors import CompileError, UnsupportedOp
-from . import bf16, control, helpers, storage, transfer, vector_ops
+from . import bf16, control, helpers, matrix, storage, transfer, vector_ops
 from . import nd_vectors as nd
 from . import ops as arith_math
 from . import types as T
@@ -82,9 +82,9 @@ def _is_identity(t: ir.MemRefType) -> bool:
 class Emitter:
     """Prints the body of one kernel; `lines` holds the statements, `helpers`/`extensions` what they need."""
 
-    def __init__(self, bounds: Bounds, fp16: bool = True, shuffle: str | None = None):
+    def __init__(self, bounds: Bounds, fp16: bool = True, asm: str | None = None):
         self.bounds = bounds
-        self.shuffle = shuffle  # how gpu.shuffle is spelled on this device (helpers.shuffle_xor), None: not at all
+        self.asm = asm  # the inline assembly this device's OpenCL C takes ("ptx"), None: none
         self.half = "half" if fp16 else "float"  # C type of f16 values
         self.names: dict[ir.Value, str] = {}
         self.consts: dict[ir.Value, int] = {}
@@ -133,6 +133,8 @@ class Emitter:
         return self.ct(nd.row_type(t) if nd.is_multi(t) else t)
 
     def ct(self, t: ir.Type, unsigned: bool = False) -> str:
+        if matrix.is_fragment(t):
+            return matrix.c_type(self, t)
         ext = T.extension_of(t, self.half)
         if ext:
             self.extensions.add(ext)
@@ -273,11 +275,16 @@ class Emitter:
         qual, prefix = ("__local ", "lm") if space == "workgroup" else ("", "pm")
         name = self.fresh(prefix)
         element = "uchar" if T.is_i1(t.element_type) else self.ct(t.element_type)
+        encoding, align = "", 16
+        if space == "workgroup" and matrix.reads_fragments(value):
+            align = 32  # wmma.load: 32-byte aligned fragments
+            if T.is_f16(t.element_type) and self.half == "float":
+                element, encoding = "ushort", "bits16"  # fragments load raw f16 (storage.py)
         # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
         # accesses (workgroup tiles of compiler/promotion.py).
-        align = " __attribute__((aligned(16)))" if space == "workgroup" else ""
+        align = f" __attribute__((aligned({align})))" if space == "workgroup" else ""
         self.line(f"{qual}{element} {name}[{max(size, 1)}]{align};")
-        self.mems[value] = Mem(name, t.element_type, row_major(shape), space=space)
+        self.mems[value] = Mem(name, t.element_type, row_major(shape), encoding=encoding, space=space)
 
     def aligned_vector(self, memref: ir.Value, indices, n: int, t: ir.Type, extra: int = 0) -> str | None:
         """The C vector type of an n-lane access of element type `t` at `indices` (+ `extra`) of a global buffer,
@@ -286,17 +293,24 @@ class Emitter:
         floats: 78% of HBM bandwidth with vload4, 89% through a float4 pointer; H200, OpenCL profiling events).
         Buffers start aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least 128 bytes), sub-buffers too."""
         mem = self.mems.get(memref)
-        if mem is None or mem.space != "global" or mem.encoding or T.is_i1(mem.element) or n not in (2, 4, 8, 16):
+        if mem is None or mem.space != "global" or mem.encoding or T.is_i1(mem.element):
             return None
-        if (mem.offset + extra) % n:
-            return None
+        return f"{self.ct(t)}{n}" if self.offset_multiple(memref, indices, n, extra) else None
+
+    def offset_multiple(self, memref: ir.Value, indices, n: int, extra: int = 0) -> bool:
+        """Whether the element offset of `indices` (+ `extra`) in memref is provably a multiple of n (2 to 16):
+        an n-element vector there is aligned to its size, where the memory starts aligned to it (buffers, and
+        local arrays up to 16 bytes)."""
+        mem = self.mems.get(memref)
+        if mem is None or n not in (2, 4, 8, 16) or (mem.offset + extra) % n:
+            return False
         for idx, stride in zip(indices, mem.strides, strict=True):
             if idx in self.consts:
                 if self.consts[idx] * stride % n:
-                    return None
+                    return False
             elif stride % n and not multiple_of(idx, n // math.gcd(stride, n)):
-                return None
-        return f"{self.ct(t)}{n}"
+                return False
+        return True
 
 
 # -- statement handlers ---------------------------------------------------------------------------------
@@ -412,12 +426,12 @@ def _barrier(em: Emitter, op) -> None:
 
 
 def _shuffle(em: Emitter, op) -> None:
-    """gpu.shuffle xor of a 32-bit value over a whole subgroup, in the device's spelling (profile opencl_shuffle)."""
+    """gpu.shuffle xor of a 32-bit value over a whole subgroup, in the device's inline assembly (profile opencl_asm)."""
     mode = str(op.attributes["mode"])
     value, offset, width = op.operands
-    if "xor" not in mode or em.shuffle is None:
-        raise UnsupportedOp(f"gpu.shuffle ({mode}) has no OpenCL C form on this device (profile opencl_shuffle)")
-    fn = helpers.shuffle_xor(em, em.shuffle, value.type, em.consts.get(width))
+    if "xor" not in mode or em.asm is None:
+        raise UnsupportedOp(f"gpu.shuffle ({mode}) has no OpenCL C form on this device (profile opencl_asm)")
+    fn = helpers.shuffle_xor(em, em.asm, value.type, em.consts.get(width))
     em.define(op.results[0], f"{fn}({em.val(value)}, {em.val(offset)})")
     em.names[op.results[1]] = "1"  # every lane of a whole subgroup takes part
 
@@ -434,6 +448,7 @@ _STATEMENTS: dict[str, Callable[[Emitter, object], None]] = {
     "gpu.shuffle": _shuffle,
     **control.HANDLERS,
     **transfer.HANDLERS,
+    **matrix.HANDLERS,
     "vector.to_elements": nd.to_elements,
     **{k: _gpu_id for k in (*_ID_FUNCS, *_SUBGROUP_FUNCS)},
 }

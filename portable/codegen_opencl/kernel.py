@@ -19,8 +19,9 @@ from . import types as T
 from .emitter import Emitter, memory_space, op_text
 from .storage import Mem
 
-_STORES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1}  # op -> memref operand index
-_LOADS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0}
+_STORES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1,  # op -> memref operand index
+           "gpu.subgroup_mma_store_matrix": 1}
+_LOADS = {"memref.load": 0, "vector.load": 0, "vector.transfer_read": 0, "gpu.subgroup_mma_load_matrix": 0}
 
 
 @dataclass(frozen=True)
@@ -35,24 +36,25 @@ class OpenCLKernel:
     access: tuple[str, ...] = ()  # per buffer: "r", "w" or "rw"
 
 
-def emit_opencl(gpu_module, *, fp16: bool = True, shuffle: str | None = None) -> OpenCLKernel:
+def emit_opencl(gpu_module, *, fp16: bool = True, asm: str | None = None) -> OpenCLKernel:
     """Print the kernel gpu.func of `gpu_module` (a gpu.module op, or a module that holds one) as OpenCL C.
 
     fp16: the device has cl_khr_fp16, so f16 is computed as `half`. With False, f16 is kept in memory only and
     computed in float, rounded to f16 after each op (NVIDIA's and PoCL's OpenCL have no cl_khr_fp16).
-    shuffle: how the device spells a subgroup shuffle (helpers.shuffle_xor), or None.
+    asm: the inline assembly the device's OpenCL C takes (profile opencl_asm: "ptx"), which spells subgroup
+    shuffles (helpers.shuffle_xor) and matrix fragments (matrix.py); None where it takes none.
     Raises UnsupportedOp naming the first op, type or memref form it cannot translate.
     """
     func = _kernel_func(gpu_module)
     with func.context:  # types and maps built while printing need the module's context
-        return _emit(func, fp16, shuffle)
+        return _emit(func, fp16, asm)
 
 
-def _emit(func, fp16: bool, shuffle: str | None) -> OpenCLKernel:
+def _emit(func, fp16: bool, asm: str | None) -> OpenCLKernel:
     name = re.sub(r"\W", "_", func.attributes["sym_name"].value)
     block_size = _workgroup_size(func)
     grid = tuple(func.attributes["known_grid_size"]) if "known_grid_size" in func.attributes else None
-    em = Emitter(Bounds(block_size, grid), fp16, shuffle)
+    em = Emitter(Bounds(block_size, grid), fp16, asm)
     entry = func.regions[0].blocks[0]
     if len(func.regions[0].blocks) != 1:
         raise UnsupportedOp(f"gpu.func @{name} has {len(func.regions[0].blocks)} blocks (unstructured control flow)")

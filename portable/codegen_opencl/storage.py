@@ -7,7 +7,9 @@
   encoding in global memory, the runtime's 2-byte bfloat16 layout; a float in registers (bf16.py). A load
   shifts the bits into a float, a store takes them back (both exact: the stored value is a bf16 value).
 
-Local and private arrays hold elements as their register C type (float for f16 without cl_khr_fp16 and bf16).
+Local and private arrays hold elements as their register C type (float for f16 without cl_khr_fp16 and bf16),
+except a local f16 array that matrix fragments are loaded from (encoding "bits16", matrix.py): its `ushort`
+elements are the f16 bits, read and written through a `__local half*` like a "half" buffer.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from . import types as T
 @dataclass(frozen=True)
 class Mem:
     """A memref the kernel addresses: C array or pointer name, element type and static strides.
-    `encoding`: "" (the element's C type), "half" (f16 read with vload_half, fp16=False) or "bf16" (ushort
-    bits); only global buffers have one."""
+    `encoding`: "" (the element's C type), "half" (f16 read with vload_half, fp16=False), "bf16" (ushort
+    bits) or "bits16" (a local array of f16 bits, see above)."""
 
     name: str
     element: ir.Type
@@ -42,12 +44,19 @@ def encoding_of(element: ir.Type, fp16: bool) -> str:
     return ""
 
 
-def _pointer(mem: Mem, idx: str) -> str:
+def pointer(mem: Mem, idx: str) -> str:
     return mem.name if idx == "0" else f"{mem.name} + {idx}"
+
+
+def _halves(mem: Mem) -> Mem:
+    """A "bits16" local array seen as the "half" memory that vload_half reads."""
+    return Mem(f"((__local half*){mem.name})", mem.element, mem.strides, mem.offset, "half", mem.space)
 
 
 def load(mem: Mem, idx: str) -> str:
     """One element at linear offset idx, as its register value."""
+    if mem.encoding == "bits16":
+        return load(_halves(mem), idx)
     if mem.encoding == "half":
         return f"vload_half({idx}, {mem.name})"
     if mem.encoding == "bf16":
@@ -58,7 +67,9 @@ def load(mem: Mem, idx: str) -> str:
 def vload(mem: Mem, n: int, idx: str, aligned: str | None = None) -> str:
     """n contiguous elements from linear offset idx, as a C vector (an intN mask for i1). `aligned`: the C vector
     type, where the address is known to be a multiple of its size (Emitter.aligned_vector)."""
-    ptr = _pointer(mem, idx)
+    if mem.encoding == "bits16":
+        return vload(_halves(mem), n, idx)
+    ptr = pointer(mem, idx)
     if aligned:
         return f"(*(__global const {aligned}*)({ptr}))"
     if mem.encoding == "half":
@@ -72,6 +83,8 @@ def vload(mem: Mem, n: int, idx: str, aligned: str | None = None) -> str:
 
 def store(mem: Mem, idx: str, x: str) -> str:
     """The statement storing the scalar register value x at linear offset idx."""
+    if mem.encoding == "bits16":
+        return store(_halves(mem), idx, x)
     if mem.encoding == "half":
         return f"vstore_half_rte({x}, {idx}, {mem.name});"
     if mem.encoding == "bf16":
@@ -82,7 +95,9 @@ def store(mem: Mem, idx: str, x: str) -> str:
 def vstore(mem: Mem, n: int, idx: str, x: str, aligned: str | None = None) -> str:
     """The statement storing the n-lane register vector x at linear offset idx, contiguously (`aligned`: as in
     vload)."""
-    ptr = _pointer(mem, idx)
+    if mem.encoding == "bits16":
+        return vstore(_halves(mem), n, idx, x)
+    ptr = pointer(mem, idx)
     if aligned:
         return f"*(__global {aligned}*)({ptr}) = {x};"
     if mem.encoding == "half":

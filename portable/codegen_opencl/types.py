@@ -138,7 +138,12 @@ def lane_bits(t: ir.Type, half: str = "half") -> int:
 
 def storage_name(t: ir.Type) -> str:
     """C element type of a memref element in global memory (f16 is `half` even without cl_khr_fp16: a pointer
-    to half is allowed and read with vload_half; bf16 is its bits, `ushort`)."""
+    to half is allowed and read with vload_half; bf16 is its bits, `ushort`). A vector element (a buffer of
+    16-byte words, compiler/coop_staging.wide_copies) is its C vector type."""
+    if isinstance(t, ir.VectorType):
+        if bits(t.element_type) != 32 or is_i1(t):
+            raise UnsupportedOp(f"memref of {t}: only vectors of 32-bit elements are buffer elements")
+        return c_type(t)
     if is_bf16(t):
         return "ushort"
     return "uchar" if is_i1(t) else scalar_name(t)

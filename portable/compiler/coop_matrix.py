@@ -46,7 +46,7 @@ def shape_name(acc: str) -> str:
 
 def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     """Whether `group` (dispatch.Group) runs on cooperative matrices for this profile and these targets."""
-    if tuple(targets) != ("vulkan",) or group.consumers or getattr(group, "chain", None):
+    if group.consumers or getattr(group, "chain", None) or not _target_has_matrices(profile, targets):
         return False
     if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP):
         return False
@@ -72,6 +72,12 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     n = b.shape[1]
     (wm, wn), _ = tiles(profile)
     return m % wm == 0 and n % wn == 0 and k % MMA == 0
+
+
+def _target_has_matrices(profile: dict, targets: tuple[str, ...]) -> bool:
+    """One target per executable (the other keeps FMA): SPIR-V's cooperative matrices on Vulkan; on OpenCL,
+    the same fragments spelled as inline PTX `wmma` where the device's OpenCL C takes it (profile opencl_asm)."""
+    return tuple(targets) == ("vulkan",) or (tuple(targets) == ("opencl",) and profile.get("opencl_asm") == "ptx")
 
 
 def _is_fill(op: ir.Operation) -> bool:

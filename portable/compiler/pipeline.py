@@ -252,12 +252,14 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl
 
-            # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores.
-            single = ir.Module.parse("module attributes {gpu.container_module} {\n" + asm + "\n}")
+            # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores. Staged
+            # fragments (wmma through inline PTX) take the same 16-byte copies as on Vulkan.
+            ocl_asm = coop_staging.wide_copies(asm)
+            single = ir.Module.parse("module attributes {gpu.container_module} {\n" + ocl_asm + "\n}")
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
             rewrites.workgroup_allocs_to_attributions(single)
             gmod = next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
-            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), shuffle=profile.get("opencl_shuffle"))
+            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), asm=profile.get("opencl_asm"))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)

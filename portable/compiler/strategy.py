@@ -68,7 +68,7 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     strategy serves every target of an executable)."""
     if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
         profile = dict(profile, **OPENCL_ONLY)
-    if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_shuffle"):
+    if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_asm"):
         profile = dict(profile, subgroup_reduce=False)  # no subgroup shuffle known in this device's OpenCL C
     return profile
 
