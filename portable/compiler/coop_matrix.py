@@ -5,9 +5,11 @@ each subgroup's tile is cut into 16x16 fragments (loops fully unrolled) over a K
 `vector.contract` whose f16 operands keep their type (`fold_arith_extension`), the accumulators hoisted into
 the loop's iter_args, and after outlining `convert-vector-to-gpu` turns the contracts into `gpu.subgroup_mma_*`
 ops, which `convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. Devices whose default subgroup is not 32
-(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types, so this is a
-Vulkan-only strategy: a graph compiled for both targets keeps the register-blocked FMA strategy. Where the profile
-sets `coop_stage_k`, the operand tiles go through workgroup memory first (coop_staging.py).
+(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types: where the
+device's OpenCL C takes inline PTX (profile `opencl_asm`), codegen_opencl spells the same ops as `wmma`
+(codegen_opencl/matrix.py); elsewhere, and for a graph compiled for both targets, the register-blocked FMA
+strategy stays. Where the profile sets `coop_stage_k`, the operand tiles go through workgroup memory first
+(coop_staging.py).
 
 Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
 result, no fused epilogue, m and n multiples of the workgroup tile, k a multiple of 16.

@@ -1,6 +1,7 @@
 """Gather generics: ops that move data by index (pad, concat, static slices; im2col patches in conv_gemm.py) rebuilt as
 elementwise linalg.generic ops whose body reads the source with tensor.extract. Each becomes a kernel of its
-own; no tiling ever has to fuse them.
+own; no tiling ever has to fuse them (windows.py inlines a pad into the depthwise convolution or pool it feeds,
+on profiles with `window_taps`).
 """
 
 from __future__ import annotations

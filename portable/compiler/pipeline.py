@@ -28,6 +28,7 @@ from . import (
     strategy,
     subgroup_reduce,
     transform_script,
+    windows,
 )
 from .linalg_info import OpKind, classify
 from .mlir import ir, passmanager
@@ -173,6 +174,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
                                     bool(profile.get("conv_1x1_view")))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
+        if windows.unroll_small_windows(public_func(module), int(profile.get("window_taps", 0))):
+            _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
         if split_k.split_gemvs(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights

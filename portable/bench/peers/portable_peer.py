@@ -144,9 +144,9 @@ class PortablePeer(Peer):
             if not entry.get("portable"):
                 raise Unsupported(f"not in the export: {entry.get('portable_error', 'no executable exported')}")
             api = self.device.split(":")[0]
-            exe = portable.load(self.import_dir / entry.get("portable_by_api", {}).get(api, entry["portable"]),
-                                device=self.device)
-            source = f"loaded {entry['portable']} (profile {exe.executable.profile})"
+            rel = entry.get("portable_by_api", {}).get(api, entry["portable"])
+            exe = portable.load(self.import_dir / rel, device=self.device)
+            source = f"loaded {rel} (profile {exe.executable.profile})"
         elif w.family == "model":
             exe = portable.compile(w.onnx_path, device=self.device)
             source = "compiled here from the exported ONNX file (or from the on-disk cache)"

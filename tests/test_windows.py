@@ -1,0 +1,111 @@
+"""Small-window reductions unrolled into elementwise ops (compiler/windows.py, profile `window_taps`): forced on
+for every device here (the CPU profiles leave it off), against numpy and against the same graph compiled
+without it; and the IR it makes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import depthwise_mlir
+
+from portable import profiles
+from portable.api import CompiledGraph
+from portable.compiler import windows
+from portable.compiler.linalg_info import iterator_types
+from portable.compiler.mlir import ir
+from portable.compiler.pipeline import compile_module
+from portable.devices import open_device
+
+RNG = np.random.default_rng(11)
+
+
+def _compile(device: str, text: str, taps: int) -> CompiledGraph:
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), window_taps=taps)
+    return CompiledGraph(compile_module(text, opts, (live.info.api,)), live)
+
+
+def _depthwise_ref(x, w, stride):
+    n, h, wd, c = x.shape
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    oh, ow = (h - 1) // stride + 1, (wd - 1) // stride + 1
+    return sum(xp[:, i:i + stride * oh:stride, j:j + stride * ow:stride, :] * w[i, j] for i in range(3)
+               for j in range(3))
+
+
+@pytest.mark.parametrize("shape, stride, relu", [((1, 20, 32), 1, False), ((2, 9, 5), 2, True),
+                                                 ((1, 7, 12), 1, True)])
+def test_depthwise_conv_is_one_kernel_that_reads_the_input_in_place(device, shape, stride, relu):
+    n, hw, c = shape
+    text = depthwise_mlir(n, hw, hw, c, stride=stride, relu=relu)
+    x = RNG.standard_normal((n, hw, hw, c)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, c)).astype(np.float32)
+    b = RNG.standard_normal(c).astype(np.float32)
+    ref = _depthwise_ref(x, w, stride)
+    if relu:  # the bias argument is read by the epilogue only
+        ref = np.maximum(ref + b, 0)
+    unrolled, taps = _compile(device, text, 27), _compile(device, text, 0)
+    assert len(unrolled.executable.kernels) == 1 < len(taps.executable.kernels)  # the pad was a kernel of its own
+    out = unrolled(x, w, b)[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # The taps are summed in the reduction's own order, from the fill's zero: the same float operations.
+    np.testing.assert_array_equal(out, taps(x, w, b)[0])
+
+
+MAX_POOL = """module {
+  func.func @main(%x: tensor<2x11x11x6xf32>) -> tensor<2x6x6x6xf32> {
+    %ninf = arith.constant 0xFF800000 : f32
+    %xp = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %ninf : f32
+    } : tensor<2x11x11x6xf32> to tensor<2x13x13x6xf32>
+    %k = tensor.empty() : tensor<3x3xf32>
+    %e = tensor.empty() : tensor<2x6x6x6xf32>
+    %acc = linalg.fill ins(%ninf : f32) outs(%e : tensor<2x6x6x6xf32>) -> tensor<2x6x6x6xf32>
+    %r = linalg.pooling_nhwc_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%xp, %k : tensor<2x13x13x6xf32>, tensor<3x3xf32>) outs(%acc : tensor<2x6x6x6xf32>) -> tensor<2x6x6x6xf32>
+    return %r : tensor<2x6x6x6xf32>
+  }
+}"""
+
+
+def test_max_pool_with_stride_two(device):
+    x = RNG.standard_normal((2, 11, 11, 6)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    ref = np.max([xp[:, i:i + 12:2, j:j + 12:2, :] for i in range(3) for j in range(3)], axis=0)
+    g = _compile(device, MAX_POOL, 27)
+    assert len(g.executable.kernels) == 1
+    np.testing.assert_array_equal(g(x)[0], ref)
+
+
+def _generics(text: str, taps: int) -> list[list[str]]:
+    """Iterator types of the top-level generics after the rewrite (on generalized linalg)."""
+    from portable.compiler.mlir import passmanager
+
+    with ir.Context():
+        module = ir.Module.parse(text)
+        passmanager.PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(module.operation)
+        fn = module.body.operations[0]
+        windows.unroll_small_windows(fn, taps)
+        return [iterator_types(op.operation) for op in fn.regions[0].blocks[0].operations
+                if op.operation.name == "linalg.generic"]
+
+
+CONV_OVER_CHANNELS = """module {
+  func.func @main(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x4xf32>, %o: tensor<1x8x8x4xf32>) -> tensor<1x8x8x4xf32> {
+    %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x4xf32>) outs(%o : tensor<1x8x8x4xf32>) -> tensor<1x8x8x4xf32>
+    return %r : tensor<1x8x8x4xf32>
+  }
+}"""
+
+
+@pytest.mark.parametrize("why, text, taps, reductions_left", [
+    ("9 taps unrolled", depthwise_mlir(1, 6, 6, 4, bias=False), 27, 0),
+    ("the profile unrolls none", depthwise_mlir(1, 6, 6, 4, bias=False), 0, 1),
+    ("fewer taps allowed than the window has", depthwise_mlir(1, 6, 6, 4, bias=False), 8, 1),
+    ("3x3x8 = 72 taps: a reduction over channels stays", CONV_OVER_CHANNELS, 27, 1),
+])
+def test_which_reductions_are_unrolled(why, text, taps, reductions_left):
+    its = _generics(text, taps)
+    assert sum("reduction" in i for i in its) == reductions_left, why
