@@ -6,6 +6,7 @@ waits for the downloads and resolves the Future."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -19,6 +20,12 @@ from .buffers import ClBuffer
 from .clapi import cl
 from .cmdbuf import CommandBuffer, CommandBufferApi
 from .errors import translate
+
+
+# How long a blocked caller polls its events before the driver's wait. H200, NVIDIA OpenCL, per submission
+# (benchmarks/results/h200/session7/opencl_wait_spin.json): dwconv 48-76 -> 43 us, gemv 64 -> 50 us, softmax
+# 60-63 -> 53-59 us; a 3.35 ms matmul 1% slower (it polls for 1 ms, then waits).
+SPIN_S = 0.001
 
 
 def int32(value: int) -> Any:
@@ -118,11 +125,16 @@ class OpenCLRecording(Recording):
                  for out, (buf, n) in zip(outs, self._downloads) if n]
         pending = downs or last or ups
         q.flush()
-        wait = lambda: self._wait(pending)  # noqa: E731
-        return self._completer.submit(Completion(wait, lambda: self._finish(outs), wait if self.caller_waits else None))
+        fast = (lambda: self._wait(pending, SPIN_S)) if self.caller_waits else None
+        return self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs), fast))
 
-    def _wait(self, events: list[Any]) -> None:
+    def _wait(self, events: list[Any], spin_s: float = 0.0) -> None:
+        """Wait for `events`, polling their status for up to `spin_s` first (a caller blocked on the result)."""
         try:
+            end = time.perf_counter() + spin_s
+            while events and time.perf_counter() < end:
+                if all(e.command_execution_status <= cl.command_execution_status.COMPLETE for e in events):
+                    break  # complete, or failed: clWaitForEvents reports which
             if events:
                 cl.wait_for_events(events)
         except cl.Error as e:
