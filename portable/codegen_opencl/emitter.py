@@ -275,13 +275,13 @@ class Emitter:
         qual, prefix = ("__local ", "lm") if space == "workgroup" else ("", "pm")
         name = self.fresh(prefix)
         element = "uchar" if T.is_i1(t.element_type) else self.ct(t.element_type)
+        # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
+        # accesses (workgroup tiles of compiler/promotion.py); 32 where matrix fragments are loaded (wmma.load).
         encoding, align = "", 16
         if space == "workgroup" and matrix.reads_fragments(value):
-            align = 32  # wmma.load: 32-byte aligned fragments
+            align = 32
             if T.is_f16(t.element_type) and self.half == "float":
                 element, encoding = "ushort", "bits16"  # fragments load raw f16 (storage.py)
-        # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
-        # accesses (workgroup tiles of compiler/promotion.py).
         align = f" __attribute__((aligned({align})))" if space == "workgroup" else ""
         self.line(f"{qual}{element} {name}[{max(size, 1)}]{align};")
         self.mems[value] = Mem(name, t.element_type, row_major(shape), encoding=encoding, space=space)
@@ -293,24 +293,17 @@ class Emitter:
         floats: 78% of HBM bandwidth with vload4, 89% through a float4 pointer; H200, OpenCL profiling events).
         Buffers start aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least 128 bytes), sub-buffers too."""
         mem = self.mems.get(memref)
-        if mem is None or mem.space != "global" or mem.encoding or T.is_i1(mem.element):
+        if mem is None or mem.space != "global" or mem.encoding or T.is_i1(mem.element) or n not in (2, 4, 8, 16):
             return None
-        return f"{self.ct(t)}{n}" if self.offset_multiple(memref, indices, n, extra) else None
-
-    def offset_multiple(self, memref: ir.Value, indices, n: int, extra: int = 0) -> bool:
-        """Whether the element offset of `indices` (+ `extra`) in memref is provably a multiple of n (2 to 16):
-        an n-element vector there is aligned to its size, where the memory starts aligned to it (buffers, and
-        local arrays up to 16 bytes)."""
-        mem = self.mems.get(memref)
-        if mem is None or n not in (2, 4, 8, 16) or (mem.offset + extra) % n:
-            return False
+        if (mem.offset + extra) % n:
+            return None
         for idx, stride in zip(indices, mem.strides, strict=True):
             if idx in self.consts:
                 if self.consts[idx] * stride % n:
-                    return False
+                    return None
             elif stride % n and not multiple_of(idx, n // math.gcd(stride, n)):
-                return False
-        return True
+                return None
+        return f"{self.ct(t)}{n}"
 
 
 # -- statement handlers ---------------------------------------------------------------------------------

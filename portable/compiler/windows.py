@@ -95,23 +95,19 @@ def _fill_constant(init: ir.Value) -> ir.Value | None:
     return value if value.owner.operation.name == "arith.constant" else None
 
 
-def _expr_value(e: ir.AffineExpr, idx: list[ir.Value]) -> ir.Value | None:
-    """e (sums and constant multiples of loop indices and constants) built over the index values `idx`; None
-    for other forms."""
-    index = ir.IndexType.get()
+def _expr_value(e: ir.AffineExpr, idx: list[ir.Value]) -> ir.Value:
+    """e, a _simple expression, built over the index values `idx`."""
     if isinstance(e, ir.AffineDimExpr):
         return idx[ir.AffineDimExpr(e).position]
     if isinstance(e, ir.AffineConstantExpr):
-        return arith.ConstantOp(index, ir.AffineConstantExpr(e).value).result
-    for kind, op in ((ir.AffineAddExpr, arith.AddIOp), (ir.AffineMulExpr, arith.MulIOp)):
-        if isinstance(e, kind):
-            b = kind(e)
-            lhs, rhs = _expr_value(b.lhs, idx), _expr_value(b.rhs, idx)
-            return None if lhs is None or rhs is None else op(lhs, rhs).result
-    return None
+        return arith.ConstantOp(ir.IndexType.get(), ir.AffineConstantExpr(e).value).result
+    b = ir.AffineBinaryExpr(e)
+    op = arith.AddIOp if isinstance(e, ir.AffineAddExpr) else arith.MulIOp
+    return op(_expr_value(b.lhs, idx), _expr_value(b.rhs, idx)).result
 
 
 def _simple(e: ir.AffineExpr) -> bool:
+    """Loop indices and constants, summed and multiplied (what strides, dilations and pads make)."""
     if isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)):
         return True
     if isinstance(e, (ir.AffineAddExpr, ir.AffineMulExpr)):
