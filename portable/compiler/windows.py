@@ -71,8 +71,10 @@ def _inlinable(v: ir.Value, user: ir.Operation) -> ir.Operation | None:
     g = v.owner.operation
     if g.name != "linalg.generic" or num_inputs(g) != 0 or len(g.results) != 1:
         return None
-    names = [o.name for o in g.regions[0].blocks[0].operations]
-    if "tensor.extract" not in names or any(len(o.regions) for o in g.regions[0].blocks[0].operations):
+    block = g.regions[0].blocks[0]
+    if "tensor.extract" not in [o.name for o in block.operations] or any(len(o.regions) for o in block.operations):
+        return None
+    if list(block.arguments[0].uses):  # reads its own output: not a function of the position alone
         return None
     if indexing_maps(g)[0] != ir.AffineMap.get_identity(len(iterator_types(g))):
         return None
