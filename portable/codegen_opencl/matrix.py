@@ -28,7 +28,6 @@ from . import storage
 from . import types as T
 
 _TYPE = re.compile(r'!gpu\.mma_matrix<16x16x(f16|f32), "(AOp|BOp|COp)">')
-_LOAD_OPS = ("gpu.subgroup_mma_load_matrix",)
 
 
 def is_fragment(t: ir.Type) -> bool:
@@ -58,7 +57,7 @@ def c_type(em, t: ir.Type) -> str:
 
 def reads_fragments(value: ir.Value) -> bool:
     """Whether fragments are loaded from the memref `value` (its elements must then be raw f16 bits)."""
-    return any(u.owner.name in _LOAD_OPS and u.owner.operands[0] == value for u in value.uses)
+    return any(u.owner.name == "gpu.subgroup_mma_load_matrix" and u.operand_number == 0 for u in value.uses)
 
 
 def _per_element(memory: ir.Type, element: str) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from .gathers import _clamped, _gather_generic, _idx, _zero_pad_source
-from .linalg_info import classify, indexing_maps, is_identity, iterator_types, num_inputs
+from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import _broadcast_constant, rebuild_generic
 
@@ -53,9 +53,8 @@ def _fill(init: ir.Value, shape: list[int], elem: ir.Type) -> tuple[ir.Value, ir
     """(accumulator of `shape` for the matmul, what remains to add to the convolution's result or None).
     A fill becomes a fresh fill at the matmul's shape (it fuses into the matmul's kernel); any other init is
     added afterwards by an elementwise epilogue, which then fuses too."""
-    producer = init.owner.operation if isinstance(init, ir.OpResult) else None
-    if producer is not None and producer.name == "linalg.generic" and classify(producer).kind == "fill":
-        scalar = list(producer.regions[0].blocks[0].operations)[-1].operands[0]
+    scalar = fill_value(init)
+    if scalar is not None:
         return linalg.fill(scalar, outs=[tensor.EmptyOp(shape, elem).result]), None
     zero = arith.ConstantOp(elem, _zero(elem)).result
     return linalg.fill(zero, outs=[tensor.EmptyOp(shape, elem).result]), init

@@ -136,3 +136,16 @@ def classify(op: ir.Operation) -> OpKind:
             all(_unit_window(e) for e in maps[0].results)
     return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
                   VECTOR_GATHER in op.attributes)
+
+
+def fill_value(v: ir.Value) -> ir.Value | None:
+    """The scalar a fill generic writes into `v` (v its result), usable outside the fill: a value defined above
+    it, or the scalar operand it yields; None when `v` is not a fill's result."""
+    p = v.owner.operation if isinstance(v, ir.OpResult) else None
+    if p is None or p.name != "linalg.generic" or classify(p).kind != "fill":
+        return None
+    block = p.regions[0].blocks[0]
+    value = list(block.operations)[-1].operands[0]
+    if isinstance(value, ir.BlockArgument) and value.owner == block:
+        return p.operands[value.arg_number] if value.arg_number < num_inputs(p) else None
+    return value

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..errors import UnsupportedOp
 from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
 from .ir_util import find_ops
-from .linalg_info import classify, indexing_maps, is_identity, iterator_types, num_inputs
+from .linalg_info import classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
 
@@ -79,11 +79,10 @@ def expand_rank0_reduction(op: ir.Operation) -> None:
     elem, shape = it.element_type, list(it.shape)
     t1 = ir.RankedTensorType.get([1] + shape, elem)
     reassoc = _reassociation(len(shape))
-    producer = init.owner.operation if isinstance(init, ir.OpResult) else None
+    scalar = fill_value(init)
     with ir.InsertionPoint(op), op.location:
-        if producer is not None and producer.name == "linalg.generic" and classify(producer).kind == "fill":
+        if scalar is not None:
             # Re-create the fill at the new shape so it fuses into the reduction's kernel.
-            scalar = list(producer.regions[0].blocks[0].operations)[-1].operands[0]
             new_init = linalg.fill(scalar, outs=[tensor.EmptyOp([1] + shape, elem).result])
         else:
             new_init = tensor.ExpandShapeOp(t1, init, reassoc, [], [1] + shape).result
@@ -188,12 +187,8 @@ def _fold_scalar_casts(func_op: ir.Operation) -> None:
 def _refill_reshape(op: ir.Operation) -> None:
     """A reshape of a fill (a softmax's -inf init, expanded to keepdim form) would be a host copy after
     bufferization: fill the reshaped tensor directly, so dispatch formation fuses the fill into its user."""
-    src = op.operands[0]
-    if not (isinstance(src, ir.OpResult) and src.owner.operation.name == "linalg.generic"
-            and classify(src.owner).kind == "fill"):
-        return
-    value = list(src.owner.regions[0].blocks[0].operations)[-1].operands[0]
-    if isinstance(value, ir.BlockArgument) and value.owner == src.owner.regions[0].blocks[0]:
+    value = fill_value(op.operands[0])
+    if value is None:
         return
     t = ir.RankedTensorType(op.results[0].type)
     with ir.InsertionPoint(op), op.location:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from .gathers import _clamped, _gather_generic, _idx, _static, slice_dims
-from .linalg_info import classify, num_inputs
+from .linalg_info import fill_value
 from .mlir import arith, ir, tensor
 
 
@@ -55,13 +55,7 @@ def splat_value(v: ir.Value) -> ir.Value | None:
         if isinstance(attr, ir.DenseElementsAttr) and ir.DenseElementsAttr(attr).is_splat:
             return arith.ConstantOp(elem, ir.DenseElementsAttr(attr).get_splat_value()).result
         return None
-    if p.name == "linalg.generic" and classify(p).kind == "fill":
-        block = p.regions[0].blocks[0]
-        value = list(block.operations)[-1].operands[0]
-        if isinstance(value, ir.BlockArgument) and value.owner == block:
-            return p.operands[value.arg_number] if value.arg_number < num_inputs(p) else None
-        return value  # defined above the fill
-    return None
+    return fill_value(v)
 
 
 def _zero(elem: ir.Type) -> ir.Value | None:

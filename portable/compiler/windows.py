@@ -19,7 +19,7 @@ import math
 
 from .gathers import VECTOR_GATHER
 from .ir_util import clone_mapped
-from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
+from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
 
@@ -84,17 +84,9 @@ def _inlinable(v: ir.Value, user: ir.Operation) -> ir.Operation | None:
 
 
 def _fill_constant(init: ir.Value) -> ir.Value | None:
-    """The constant a fill generic (no inputs, yields a value from outside) writes into `init`, else None."""
-    if not isinstance(init, ir.OpResult):
-        return None
-    g = init.owner.operation
-    if g.name != "linalg.generic" or num_inputs(g) != 0:
-        return None
-    ops = list(g.regions[0].blocks[0].operations)
-    if len(ops) != 1 or not ops[0].operands or isinstance(ops[0].operands[0], ir.BlockArgument):
-        return None
-    value = ops[0].operands[0]
-    return value if value.owner.operation.name == "arith.constant" else None
+    """The constant a fill writes into `init`, else None."""
+    value = fill_value(init)
+    return value if isinstance(value, ir.OpResult) and value.owner.name == "arith.constant" else None
 
 
 def _expr_value(e: ir.AffineExpr, idx: list[ir.Value]) -> ir.Value:
