@@ -12,6 +12,7 @@ from conftest import depthwise_mlir
 
 import portable
 from portable import profiles
+from portable.codegen_spirv import disassemble
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 
@@ -266,6 +267,10 @@ def test_matmul_promoted_to_workgroup_memory(device, tmp_path, mkn, tile, k_step
     # One thread per register tile of the workgroup tile: the promoted strategy was taken.
     assert exe.kernels[0].workgroup_size == (tile[1] // thread_tile[1], tile[0] // thread_tile[0], 1)
     assert exe.dispatches[0].grid == (n // tile[1], m // tile[0], 1)
+    # The accumulators start at zero in registers: no fill of the output and barrier before the K loop, whose
+    # two barriers (tiles written, tiles read) are all that remain (compiler/constant_init.forward_fill_nests).
+    kern = exe.kernels[0]
+    assert (kern.opencl.count("barrier(") if kern.opencl else disassemble(kern.spirv).count("OpControlBarrier")) == 2
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
