@@ -11,6 +11,7 @@ import pytest
 from portable.bench import BenchConfig, build, run_bench, select
 from portable.bench.harness import relative_error
 from portable.bench.peers.numpy_peer import reference
+from portable.bench.runner import best_of_rounds
 
 
 def test_workload_table_builds_every_size_class():
@@ -113,3 +114,23 @@ def test_bench_runs_an_export_made_without_iree(device, tmp_path):
                  str(tmp_path / "r"), "--no-chart", "--iters", "2"]) == 0
     mine, = [r for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"] if r["peer"] == "portable"]
     assert mine["status"] == "ok", mine.get("error")
+
+
+def test_bench_rounds_keep_each_workloads_best_round(device, tmp_path):
+    cfg = BenchConfig(devices=device, filter="add_64Mi", out=tmp_path, sizes="tiny", peers=("portable", "numpy"),
+                      iters=2, chart=False, command="pytest", log=False, rounds=2)
+    result = run_bench(cfg)
+    mine = [r for r in result["results"] if r["peer"] == "portable"]
+    assert len(mine) == 1 and mine[0]["status"] == "ok", mine
+    rounds = mine[0]["round_device_ms"]
+    assert len(rounds) == 2 and mine[0]["device_ms"]["median_ms"] == pytest.approx(min(rounds), abs=1e-6)
+    assert "Rounds: 2 rounds" in (tmp_path / "results.md").read_text()
+
+
+def test_best_of_rounds_never_hides_a_failure():
+    def rec(status, ms):
+        return {"peer": "portable", "device": "d", "size_class": "tiny", "workload": "w", "status": status,
+                "device_ms": {"median_ms": ms} if status == "ok" else None}
+    assert best_of_rounds([[rec("ok", 2.0)], [rec("ok", 1.0)]])[0]["round_device_ms"] == [2.0, 1.0]
+    assert best_of_rounds([[rec("ok", 2.0)], [rec("ok", 1.0)]])[0]["device_ms"]["median_ms"] == 1.0
+    assert best_of_rounds([[rec("ok", 1.0)], [rec("WRONG", 0)]])[0]["status"] == "WRONG"

@@ -34,6 +34,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--max-rss-gb", type=float, default=None, metavar="GB",
                    help="kill a peer's worker whose memory passes this (default 40%% of host memory)")
     b.add_argument("--iters", type=int, default=None, help="force the number of timed calls")
+    b.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="run every peer N times in alternating order and keep each workload's best round (a "
+                        "shared, noisy host; the committed CPU and H200 tables use 2)")
     b.add_argument("--iree-target", default=None,
                    help="--iree-vulkan-target for IREE compiled here (default: IREE's default target); with "
                         "--import: which exported target to run (default: the first exported)")
@@ -94,11 +97,13 @@ def _run(args) -> int:
 
         extra["manifest"] = read_manifest(args.import_dir)
     peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, not {args.rounds}")
     cfg = BenchConfig(devices=args.device, filter=args.filter, out=args.out,
                       sizes="tiny" if args.quick and args.sizes == "auto" and not args.import_dir else args.sizes,
                       peers=peers, timeout_s=args.timeout, iters=args.iters or (3 if args.quick else None),
                       import_dir=args.import_dir, iree_target=args.iree_target, max_rss_gb=args.max_rss_gb,
-                      chart=not args.no_chart, models=args.models,
+                      chart=not args.no_chart, models=args.models, rounds=args.rounds,
                       command=command, extra=extra)
     result = run_bench(cfg)
     bad = [r for r in result["results"] if r["peer"] == "portable" and r["status"] not in ("ok",)]

@@ -132,6 +132,8 @@ def markdown(result: dict) -> str:
         L.append(f"portable and IREE ran ahead-of-time executables from `{m['dir']}` (profile {m['profile']}, "
                  f"exported {m['exported']})  ")
     L.append(f"Wall time: {result.get('wall_s', '?')} s")
+    if result.get("timing", {}).get("rounds"):
+        L.append(f"Rounds: {result['timing']['rounds']}.")
     L += ["", ("Ratios are **peer time / portable time** (> 1: portable is faster), medians, same inputs, same "
           "device. First table per device: device-only time (inputs resident; includes submit and the wait for "
           "completion). Second: end to end (numpy in, numpy out: upload + compute + download). numpy and "

@@ -1,13 +1,18 @@
-"""Accumulators initialized through memory start from the constant instead (CPU Vulkan drivers: lavapipe).
+"""A thread's reads of output elements it filled itself take the fill's constant (every profile, both APIs).
 
-The register-blocked matmul fills its output tile with zeros, reads the tile back into registers, and writes it
-once the K loop is done. On llvmpipe each of those buffer accesses is a loop over the SIMD lanes with a bounds
-check per element, so for a short K (a 1x1 convolution, attention's K = 64) the round trip is a large part of the
-kernel. Here the reads that follow a constant write of the region they read take the constant, and the write is
-dropped when the kernel later overwrites all of it and reads none of it.
+A matmul's kernel starts by storing the fill constant over the thread's own output elements (a loop nest of
+scalar stores in the promoted form, then a barrier; vector stores in the register-blocked form), then
+(loop_registers' hoisting) reads those same elements back as the K loop's accumulators. Here such reads take
+the constant when the thread itself filled every element they read, and the fill goes when the thread later
+overwrites all it stored and nobody reads it. On the H200 the promoted prologue (64 scalar stores, a barrier
+fencing global memory, 64 scalar reads, and a scalar-typed output buffer) left the f32 matmul 4096 at 3.55 ms
+against 3.27 ms with the accumulators started at zero; on lavapipe, where every buffer access is a loop over
+the lanes, the round trip was a large part of short-K kernels (bmm 8x256x64 @ 8x64x256 CPU ms 5.5 -> 5.1).
 
-Measured on lavapipe (CPU ms, interleaved runs, 2026-11-30): bmm 8x256x64 @ 8x64x256 5.5 -> 5.1, conv 1x1
-1x56x56x64->256 8.8 -> 8.6.
+Why thread-local reasoning is enough: all threads run the same code, so a thread's span from its fill to its
+last forwarded read holds the same barriers as every other thread's; no op in that span writes the buffer, so
+another thread's non-fill write to an element can follow that thread's own reads only, and reaching this
+thread's read unordered would be a data race in the kernel as generated. Fill writes all store one constant.
 """
 
 from __future__ import annotations
@@ -15,29 +20,9 @@ from __future__ import annotations
 from .ir_util import constant_int
 from .mlir import arith, ir
 
-# Ops that neither write memory nor branch: the reads of the region may move across them.
+# Ops that neither write memory nor branch: barriers before the first other op order nothing.
 _QUIET = ("arith.", "affine.apply", "gpu.block_id", "gpu.thread_id", "gpu.lane_id", "gpu.block_dim", "gpu.grid_dim",
           "vector.transfer_read", "memref.load", "ub.poison")
-
-
-def forward_constant_writes(gpu_module: ir.Operation) -> bool:
-    """Fold reads of constant-written regions to the constant, in place; whether any was."""
-    changed = False
-    for fn in gpu_module.regions[0].blocks[0].operations:
-        if fn.operation.name == "gpu.func":
-            for block in fn.operation.regions[0].blocks:
-                changed |= _forward_in_block(block)
-    return changed
-
-
-def _forward_in_block(block: ir.Block) -> bool:
-    # The writes first: forwarding erases reads, which a list of all the block's ops would still hold.
-    writes = [op.operation for op in block.operations if op.operation.name == "vector.transfer_write"]
-    changed = False
-    for op in writes:
-        if _splat_write(op) is not None:
-            changed |= _forward_from(op)
-    return changed
 
 
 def _splat_write(op: ir.Operation) -> ir.Attribute | None:
@@ -69,110 +54,6 @@ def _indices(op: ir.Operation) -> list[ir.Value]:
     start = 1 if op.name == "vector.transfer_read" else 2
     return list(op.operands)[start:start + seg[1 if op.name == "vector.transfer_read" else 2]]
 
-
-def _row_offset(v: ir.Value, base: ir.Value) -> int | None:
-    """c when `v` is `base` (0) or `base + c` with a constant c."""
-    if v == base:
-        return 0
-    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.addi":
-        a, b = v.owner.operands
-        for x, y in ((a, b), (b, a)):
-            if x == base and isinstance(y, ir.OpResult) and y.owner.operation.name == "arith.constant":
-                return ir.IntegerAttr(y.owner.attributes["value"]).value
-    return None
-
-
-def _covered(read: ir.Operation, write: ir.Operation) -> bool:
-    """Whether `read` (1-d, in bounds) reads inside the 1-d or 2-d region `write` stores."""
-    if read.operands[0] != write.operands[1] or not _minor_identity(read):
-        return False
-    if str(read.attributes["in_bounds"]) != "[true]" or _segments(read)[-1]:
-        return False
-    wshape = list(ir.VectorType(write.operands[0].type).shape)
-    rshape = list(ir.VectorType(read.results[0].type).shape)
-    ri, wi = _indices(read), _indices(write)
-    if len(ri) != len(wi) or len(rshape) != 1 or rshape[0] != wshape[-1] or ri[-1] != wi[-1]:
-        return False
-    if len(wshape) == 1:
-        return ri[:-1] == wi[:-1]
-    if len(wshape) != 2 or ri[:-2] != wi[:-2]:
-        return False
-    row = _row_offset(ri[-2], wi[-2])
-    return row is not None and 0 <= row < wshape[0]
-
-
-def _forward_from(write: ir.Operation) -> bool:
-    """Fold the reads after `write`, up to the first op that may write memory or branch, that it covers."""
-    splat = _splat_write(write)
-    mem = write.operands[1]
-    forwarded = False
-    for nxt in _following(write):
-        if not nxt.name.startswith(_QUIET):
-            break
-        if nxt.name == "vector.transfer_read" and _covered(nxt, write):
-            rtype = nxt.results[0].type
-            with ir.InsertionPoint(nxt), nxt.location:
-                const = arith.ConstantOp(rtype, ir.DenseElementsAttr.get_splat(rtype, splat.get_splat_value())).result
-            nxt.results[0].replace_all_uses_with(const)
-            nxt.erase()
-            forwarded = True
-    if forwarded and _dead(write, mem):
-        write.erase()
-    return forwarded
-
-
-def _following(op: ir.Operation) -> list[ir.Operation]:
-    """The ops after `op` in its block (collected first: the caller erases some)."""
-    ops = [o.operation for o in op.block.operations]
-    i = next(j for j, o in enumerate(ops) if o == op)
-    return ops[i + 1:]
-
-
-def _dead(write: ir.Operation, mem: ir.Value) -> bool:
-    """No read of `mem` is left, and later writes in the same block store every row `write` stored."""
-    users = [u.owner for u in mem.uses]
-    if any(u.name not in ("vector.transfer_write",) for u in users):
-        return False
-    later = [u for u in users if u != write]
-    after = _following(write)
-    if any(u not in after for u in later):
-        return False
-    wshape = list(ir.VectorType(write.operands[0].type).shape)
-    wi = _indices(write)
-    rows = set()
-    for u in later:
-        if not _row_cover(u, wi, wshape):
-            continue
-        rows.add(_row_offset(_indices(u)[-2], wi[-2]) if len(wshape) == 2 else 0)
-    return rows >= set(range(wshape[0] if len(wshape) == 2 else 1))
-
-
-def _row_cover(u: ir.Operation, wi: list[ir.Value], wshape: list[int]) -> bool:
-    """A later 1-d in-bounds write of one whole row of the region."""
-    ui = _indices(u)
-    ushape = list(ir.VectorType(u.operands[0].type).shape)
-    if len(ui) != len(wi) or ushape != wshape[-1:] or ui[-1] != wi[-1] or "false" in str(u.attributes["in_bounds"]):
-        return False
-    if list(ir.DenseI32ArrayAttr(u.attributes["operandSegmentSizes"]))[-1] or not _minor_identity(u):
-        return False
-    if len(wshape) == 1:
-        return ui[:-1] == wi[:-1]
-    row = _row_offset(ui[-2], wi[-2])
-    return ui[:-2] == wi[:-2] and row is not None and 0 <= row < wshape[0]
-
-
-# --- Fill loop nests (every GPU profile) ------------------------------------------------------------------------
-# A promoted matmul's kernel starts with a loop nest storing the fill constant over the thread's own output
-# elements, a barrier, then (loop_registers' hoisting) reads of those same elements into the K loop's
-# accumulators. On the H200 that prologue (64 scalar stores, a barrier fencing global memory, 64 scalar reads,
-# and a scalar-typed output buffer) left the f32 matmul 4096 at 3.55 ms against 3.27 ms for the same kernel
-# with the accumulators started at zero. Here such reads take the constant when the thread itself filled every
-# element they read, and the nest goes when the thread later overwrites all it stored and nobody reads it.
-#
-# Why thread-local reasoning is enough: all threads run the same code, so a thread's span from its fill to its
-# last forwarded read holds the same barriers as every other thread's; no op in that span writes the buffer, so
-# another thread's non-fill write to an element can follow that thread's own reads only, and reaching this
-# thread's read unordered would be a data race in the kernel as generated. Fill writes all store one constant.
 
 _MAX_ELEMENTS = 4096  # elements a thread's fill may cover for the enumeration below
 
@@ -289,66 +170,86 @@ def _touches_buffer(op: ir.Operation, mem: ir.Value) -> bool:
     return bool(found)
 
 
-def forward_fill_nests(module: ir.Module) -> None:
-    """In every single-block kernel: the reads of elements the thread itself filled become the constant; the
-    fill nest goes when it is dead; barriers no memory access precedes go after it."""
+def forward_fills(module: ir.Module) -> None:
+    """In every single-block kernel, per buffer argument: the reads of elements the thread itself filled become
+    the constant; the fill goes when it is dead; barriers no memory access precedes go after it."""
     def walk(op: ir.Operation) -> None:
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
                     o = inner.operation
                     if o.name == "gpu.func" and len(o.regions[0].blocks) == 1:
-                        _forward_nests(o.regions[0].blocks[0])
+                        for mem in o.regions[0].blocks[0].arguments:
+                            if isinstance(mem.type, ir.MemRefType):
+                                _forward_fill(o.regions[0].blocks[0], mem)
                     else:
                         walk(o)
 
     walk(module.operation)
 
 
-def _forward_nests(block: ir.Block) -> None:
-    ops = [o.operation for o in block.operations]
-    for i, nest in enumerate(ops):
-        found = _fill_nest(nest) if nest.name == "scf.for" else None
-        if found is None:
-            continue
+def _constant_fill(op: ir.Operation, mem: ir.Value) -> tuple[ir.Attribute, set] | None:
+    """(scalar constant, elements) when `op` only writes one constant to `mem`: a fill nest, a store of a constant,
+    or a transfer_write of a splat."""
+    if op.name == "scf.for":
+        found = _fill_nest(op)
+        if found is None or found[0].operands[1] != mem:
+            return None
         store, ivs = found
-        mem = store.operands[1]
-        if not isinstance(mem, ir.BlockArgument) or any(_touches_buffer(o, mem) for o in ops[:i]):
-            continue  # a kernel argument, untouched before: no view or earlier write to reason about
-        filled = _elements(list(store.operands)[2:], dict(ivs), [])
-        if filled is None:
-            continue
-        value = store.operands[0].owner.attributes["value"]
-        forwarded = []
-        for later in ops[i + 1:]:
-            if not _touches_buffer(later, mem):
-                continue
-            acc = _access(later, mem) if later.name in ("memref.load", "vector.transfer_read") else None
-            got = _elements(acc[0], {}, acc[1]) if acc else None
-            if got is None or not got <= filled:
-                break
-            forwarded.append(later)
-        for r in forwarded:
-            rtype = r.results[0].type
-            with ir.InsertionPoint(r), r.location:
-                if isinstance(rtype, ir.VectorType):
-                    const = arith.ConstantOp(rtype, ir.DenseElementsAttr.get_splat(rtype, value)).result
-                else:
-                    const = arith.ConstantOp(rtype, value).result
-            r.results[0].replace_all_uses_with(const)
-            r.erase()
-        if forwarded and _overwritten(block, nest, mem, filled):
-            nest.erase()
-            _drop_leading_barriers(block)
-        return  # one fill nest per kernel: the op list above is stale now
+        value, indices, ranges, shape = (store.operands[0].owner.attributes["value"], list(store.operands)[2:],
+                                         dict(ivs), [])
+    elif op.name == "memref.store" and op.operands[1] == mem:
+        v = op.operands[0]
+        if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
+            return None
+        value, indices, ranges, shape = v.owner.attributes["value"], list(op.operands)[2:], {}, []
+    elif op.name == "vector.transfer_write" and op.operands[1] == mem and _splat_write(op) is not None:
+        value, (indices, shape), ranges = _splat_write(op).get_splat_value(), _access(op, mem), {}
+    else:
+        return None
+    elements = _elements(indices, ranges, shape)
+    return None if elements is None else (value, elements)
 
 
-def _overwritten(block: ir.Block, nest: ir.Operation, mem: ir.Value, filled: set) -> bool:
-    """Nothing reads `mem` any more, and the thread's later top-level writes store every element it filled."""
+def _forward_fill(block: ir.Block, mem: ir.Value) -> None:
+    touching = [o.operation for o in block.operations if _touches_buffer(o.operation, mem)]
+    fills, value, filled = [], None, set()
+    for op in touching:  # the buffer's first accesses, while they write one constant
+        found = _constant_fill(op, mem)
+        if found is None or value is not None and str(found[0]) != str(value):
+            break
+        value = found[0]
+        filled |= found[1]
+        fills.append(op)
+    forwarded = []
+    for op in touching[len(fills):] if fills else []:
+        acc = _access(op, mem) if op.name in ("memref.load", "vector.transfer_read") else None
+        got = _elements(acc[0], {}, acc[1]) if acc else None
+        if got is None or not got <= filled:
+            break
+        forwarded.append(op)
+    for r in forwarded:
+        rtype = r.results[0].type
+        with ir.InsertionPoint(r), r.location:
+            if isinstance(rtype, ir.VectorType):
+                const = arith.ConstantOp(rtype, ir.DenseElementsAttr.get_splat(rtype, value)).result
+            else:
+                const = arith.ConstantOp(rtype, value).result
+        r.results[0].replace_all_uses_with(const)
+        r.erase()
+    if forwarded and _overwritten(block, fills[-1], mem, filled):
+        for op in fills:
+            op.erase()
+        _drop_leading_barriers(block)
+
+
+def _overwritten(block: ir.Block, last_fill: ir.Operation, mem: ir.Value, filled: set) -> bool:
+    """Nothing reads `mem` any more, and the thread's top-level writes after its fill store every element it
+    filled."""
     written: set = set()
     after = False
     for o in (x.operation for x in block.operations):
-        if o == nest:
+        if o == last_fill:
             after = True
             continue
         if not after or not _touches_buffer(o, mem):

@@ -1,7 +1,6 @@
 """Rewrites of lowered kernels for Vulkan drivers that run a subgroup as the SIMD lanes of one CPU thread
 (lavapipe), where every buffer access is a loop over the lanes; each is turned on by a key of the profile.
 
-  forward_constant_init   accumulators start from their constant, not from memory (constant_init.py)
   gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
   elementwise_rows_per_thread  2-d elementwise thread tiles unrolled into rows of 8 (row_vectors.py)
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
@@ -18,7 +17,6 @@
 
 from __future__ import annotations
 
-from .constant_init import forward_constant_writes
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
 from .mlir import ir, passmanager
@@ -36,7 +34,7 @@ _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true targ
 def rewrite(text: str, profile: dict) -> str:
     """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
     lanes = int(profile.get("subgroup_shared_reads", 0))
-    keys = ("forward_constant_init", "wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
+    keys = ("wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
             "subgroup_rows")
     rows = int(profile.get("elementwise_rows_per_thread", 1)) > 1
     if not (lanes or rows or any(profile.get(k) for k in keys)):
@@ -52,8 +50,6 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= unroll_rows(gpu_module())
         if profile.get("gelu_as_sigmoid"):
             changed |= gelu_as_sigmoid(gpu_module())
-        if profile.get("forward_constant_init"):
-            changed |= forward_constant_writes(gpu_module())
         if profile.get("recompute_private_rows"):
             changed |= recompute_private_rows(gpu_module())
         if profile.get("loop_vectorize"):

@@ -202,7 +202,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             promotion.hoist_accumulators(module)
             _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
         loop_registers.carry_all(module)
-        constant_init.forward_fill_nests(module)
+        constant_init.forward_fills(module)
         barriers.relax_barriers(module)
         _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
         builder = plan.PlanBuilder(module, public_func(module))
