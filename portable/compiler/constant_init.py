@@ -33,8 +33,7 @@ def _splat_write(op: ir.Operation) -> ir.Attribute | None:
     attr = value.owner.attributes["value"]
     if not isinstance(attr, ir.DenseElementsAttr) or not attr.is_splat:
         return None
-    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    if seg[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
+    if _segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
         return None
     return attr
 
