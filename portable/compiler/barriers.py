@@ -12,6 +12,7 @@ execution dependency every barrier gives. Every other barrier is marked as order
 
 from __future__ import annotations
 
+from .ir_util import kernel_blocks
 from .mlir import ir
 
 _WORKGROUP_ONLY = "[#gpu.address_space<workgroup>]"
@@ -86,16 +87,7 @@ def _drop_trailing(body: list[ir.Operation]) -> None:
 def relax_barriers(module: ir.Module) -> None:
     """Mark every barrier of every kernel that no global write can precede as ordering workgroup memory only;
     drop the barriers that end a kernel."""
-    def walk(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    o = inner.operation
-                    if o.name == "gpu.func" and len(o.regions[0].blocks) == 1:  # structured control flow only
-                        body = [x.operation for x in o.regions[0].blocks[0].operations]
-                        _visit(body, False)
-                        _drop_trailing(body)
-                    else:
-                        walk(o)
-
-    walk(module.operation)
+    for block in kernel_blocks(module):  # structured control flow only
+        body = [x.operation for x in block.operations]
+        _visit(body, False)
+        _drop_trailing(body)

@@ -17,7 +17,7 @@ thread's read unordered would be a data race in the kernel as generated. Fill wr
 
 from __future__ import annotations
 
-from .ir_util import constant_int
+from .ir_util import constant_int, kernel_blocks
 from .mlir import arith, ir
 
 # Ops that neither write memory nor branch: barriers before the first other op order nothing.
@@ -172,19 +172,10 @@ def _touches_buffer(op: ir.Operation, mem: ir.Value) -> bool:
 def forward_fills(module: ir.Module) -> None:
     """In every single-block kernel, per buffer argument: the reads of elements the thread itself filled become
     the constant; the fill goes when it is dead; barriers no memory access precedes go after it."""
-    def walk(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    o = inner.operation
-                    if o.name == "gpu.func" and len(o.regions[0].blocks) == 1:
-                        for mem in o.regions[0].blocks[0].arguments:
-                            if isinstance(mem.type, ir.MemRefType):
-                                _forward_fill(o.regions[0].blocks[0], mem)
-                    else:
-                        walk(o)
-
-    walk(module.operation)
+    for block in kernel_blocks(module):
+        for mem in block.arguments:
+            if isinstance(mem.type, ir.MemRefType):
+                _forward_fill(block, mem)
 
 
 def _constant_fill(op: ir.Operation, mem: ir.Value) -> tuple[ir.Attribute, set] | None:

@@ -22,6 +22,12 @@ def find_ops(root: ir.Operation, names: set[str] | tuple[str, ...],
     return found
 
 
+def kernel_blocks(module: ir.Module) -> list[ir.Block]:
+    """The body of every kernel (gpu.func) written with structured control flow only (a single block)."""
+    return [fn.regions[0].blocks[0] for fn in find_ops(module.operation, ("gpu.func",))
+            if len(fn.regions[0].blocks) == 1]
+
+
 def clone_body(block: ir.Block, args: list[ir.Value]) -> list[ir.Value]:
     """Clone the ops of `block` (a region body ending in a yield) at the current insertion point with its
     arguments bound to `args`; returns the values it yields."""

@@ -14,7 +14,7 @@ against 0.04 ms on the H200).
 
 from __future__ import annotations
 
-from .ir_util import base_buffer, constant_int
+from .ir_util import base_buffer, constant_int, find_ops
 from .mlir import ir, scf
 
 # (read op, index of its memref operand, number of trailing non-index operands); (write op, memref, value).
@@ -157,16 +157,7 @@ def _loops_innermost_first(op: ir.Operation, out: list[ir.Operation]) -> None:
 
 def carry_all(module: ir.Module) -> None:
     """Every loop of every kernel, innermost first (a carried value then climbs the enclosing loops)."""
-    kernels = []
-
-    def find(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    (kernels.append if inner.operation.name == "gpu.func" else find)(inner.operation)
-
-    find(module.operation)
-    for k in kernels:
+    for k in find_ops(module.operation, ("gpu.func",)):
         loops: list[ir.Operation] = []
         _loops_innermost_first(k, loops)
         for loop in loops:  # a replaced loop's enclosing loops stay valid and come later in this order
