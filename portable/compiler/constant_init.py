@@ -18,6 +18,7 @@ thread's read unordered would be a data race in the kernel as generated. Fill wr
 from __future__ import annotations
 
 from .ir_util import constant_int, kernel_blocks
+from .loop_registers import touches
 from .mlir import arith, ir
 
 # Ops that neither write memory nor branch: barriers before the first other op order nothing.
@@ -156,19 +157,6 @@ def _access(op: ir.Operation, mem: ir.Value) -> tuple[list[ir.Value], list[int]]
     return None
 
 
-def _touches_buffer(op: ir.Operation, mem: ir.Value) -> bool:
-    found = []
-
-    def visit(o):
-        if any(v == mem for v in o.operands):
-            found.append(o)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return bool(found)
-
-
 def forward_fills(module: ir.Module) -> None:
     """In every single-block kernel, per buffer argument: the reads of elements the thread itself filled become
     the constant; the fill goes when it is dead; barriers no memory access precedes go after it."""
@@ -193,8 +181,8 @@ def _constant_fill(op: ir.Operation, mem: ir.Value) -> tuple[ir.Attribute, set] 
         if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
             return None
         value, indices, ranges, shape = v.owner.attributes["value"], list(op.operands)[2:], {}, []
-    elif op.name == "vector.transfer_write" and op.operands[1] == mem and _splat_write(op) is not None:
-        value, (indices, shape), ranges = _splat_write(op).get_splat_value(), _access(op, mem), {}
+    elif op.name == "vector.transfer_write" and op.operands[1] == mem and (splat := _splat_write(op)) is not None:
+        value, (indices, shape), ranges = splat.get_splat_value(), _access(op, mem), {}
     else:
         return None
     elements = _elements(indices, ranges, shape)
@@ -202,7 +190,7 @@ def _constant_fill(op: ir.Operation, mem: ir.Value) -> tuple[ir.Attribute, set] 
 
 
 def _forward_fill(block: ir.Block, mem: ir.Value) -> None:
-    touching = [o.operation for o in block.operations if _touches_buffer(o.operation, mem)]
+    touching = [o.operation for o in block.operations if touches(o.operation, [mem])]
     fills, value, filled = [], None, set()
     for op in touching:  # the buffer's first accesses, while they write one constant
         found = _constant_fill(op, mem)
@@ -242,7 +230,7 @@ def _overwritten(block: ir.Block, last_fill: ir.Operation, mem: ir.Value, filled
         if o == last_fill:
             after = True
             continue
-        if not after or not _touches_buffer(o, mem):
+        if not after or not touches(o, [mem]):
             continue
         acc = _access(o, mem) if o.name in ("memref.store", "vector.transfer_write") else None
         if acc is None:

@@ -76,12 +76,14 @@ def _same_map(r: ir.Operation, w: ir.Operation) -> bool:
         (key not in r.attributes or str(r.attributes[key]) == str(w.attributes[key]))
 
 
-def _touches(op: ir.Operation, bases: list[ir.Value]) -> bool:
+def touches(op: ir.Operation, bases: list[ir.Value]) -> bool:
+    """Whether `op` or an op nested in it uses one of `bases` or a view of it."""
     found = []
 
     def check(o):
         if any(base_buffer(v) == b for v in o.operands if isinstance(v.type, ir.MemRefType) for b in bases):
             found.append(o)
+            return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
     op.walk(check)
@@ -105,7 +107,7 @@ def carry_in_registers(loop: ir.Operation, across_barriers: bool = False) -> ir.
     # Nothing else in the loop may touch those buffers: another access (or one through a view) could alias.
     bases = [base_buffer(r.operands[_READS[r.name][0]]) for r, _ in pairs]
     paired = [o for pair in pairs for o in pair]
-    if any(_touches(op, bases) for op in ops if not any(op == p for p in paired)):
+    if any(touches(op, bases) for op in ops if not any(op == p for p in paired)):
         return loop
     if len({id(r) for r, _ in pairs}) != len(pairs) or len({id(w) for _, w in pairs}) != len(pairs):
         return loop
