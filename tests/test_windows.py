@@ -4,6 +4,8 @@ without it; and the IR it makes."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from conftest import depthwise_mlir
@@ -33,9 +35,8 @@ def _depthwise_ref(x, w, stride):
                for j in range(3))
 
 
-@pytest.mark.parametrize("shape, stride, relu", [((1, 20, 32), 1, False), ((2, 9, 5), 2, True),
-                                                 ((1, 7, 12), 1, True)])
-def test_depthwise_conv_is_one_kernel_that_reads_the_input_in_place(device, shape, stride, relu):
+def _depthwise_case(shape, stride, relu):
+    """(MLIR, x, w, b, reference) of a padded 3x3 depthwise convolution, with a bias + ReLU epilogue if `relu`."""
     n, hw, c = shape
     text = depthwise_mlir(n, hw, hw, c, stride=stride, relu=relu)
     x = RNG.standard_normal((n, hw, hw, c)).astype(np.float32)
@@ -44,6 +45,13 @@ def test_depthwise_conv_is_one_kernel_that_reads_the_input_in_place(device, shap
     ref = _depthwise_ref(x, w, stride)
     if relu:  # the bias argument is read by the epilogue only
         ref = np.maximum(ref + b, 0)
+    return text, x, w, b, ref
+
+
+@pytest.mark.parametrize("shape, stride, relu", [((1, 20, 32), 1, False), ((2, 9, 5), 2, True),
+                                                 ((1, 7, 12), 1, True)])
+def test_depthwise_conv_is_one_kernel_that_reads_the_input_in_place(device, shape, stride, relu):
+    text, x, w, b, ref = _depthwise_case(shape, stride, relu)
     unrolled, taps = _compile(device, text, 27), _compile(device, text, 0)
     assert len(unrolled.executable.kernels) == 1 < len(taps.executable.kernels)  # the pad was a kernel of its own
     out = unrolled(x, w, b)[0]
@@ -109,3 +117,73 @@ CONV_OVER_CHANNELS = """module {
 def test_which_reductions_are_unrolled(why, text, taps, reductions_left):
     its = _generics(text, taps)
     assert sum("reduction" in i for i in its) == reductions_left, why
+
+
+@pytest.mark.parametrize("shape, stride, relu", [((2, 16, 8), 1, True), ((1, 12, 12), 1, False),
+                                                 ((1, 9, 4), 2, True), ((1, 10, 6), 1, False)])
+def test_depthwise_conv_with_window_rows_per_thread(device, shape, stride, relu):
+    """`window_outputs_per_thread` (nvidia): a thread takes several outputs along the width, one vector of channels
+    each, its producers fused in; widths that 4 does not divide take the largest divisor, channels that 4 does not
+    divide stay scalar."""
+    text, x, w, b, ref = _depthwise_case(shape, stride, relu)
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), window_taps=27, vectorize=True,
+                vectorize_gathers=True, window_outputs_per_thread=4, elementwise_per_thread=4)
+    g = CompiledGraph(compile_module(text, opts, (live.info.api,)), live)
+    assert len(g.executable.kernels) == 1
+    np.testing.assert_allclose(g(x, w, b)[0], ref, rtol=1e-5, atol=1e-5)
+
+
+def _vector_loads(src: str, arg: str) -> int:
+    """float4 loads from kernel argument `arg` in OpenCL C (vload4 or an aligned float4 pointer)."""
+    return len(re.findall(rf"float4 v\d+ = .*[(]{arg} \+", src))
+
+
+def _nvidia_kernel(text: str, target: str, **overrides):
+    opts = dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]), **overrides)
+    exe = compile_module(text, opts, (target,))
+    assert len(exe.kernels) == 1
+    return exe
+
+
+@pytest.mark.parametrize("target", ["opencl", "vulkan"])
+def test_window_rows_share_their_input_loads(target):
+    """nvidia, 3x3 depthwise 8x112x112x32: 4 outputs along the width per thread read 3 rows of 6 input vectors
+    (not 4 x 9) and the 9 filter vectors once; on Vulkan as 128-bit loads (the input buffer retyped to vec4)."""
+    exe = _nvidia_kernel(depthwise_mlir(8, 112, 112, 32, bias=False), target)
+    k = exe.kernels[0]
+    assert tuple(k.workgroup_size) == (8, 28, 1) and tuple(exe.dispatches[0].grid) == (8 * 112, 1, 1)
+    if target == "opencl":
+        assert _vector_loads(k.opencl, "a1") == 18 and _vector_loads(k.opencl, "a2") == 9
+    else:
+        from portable.codegen_spirv import disassemble
+
+        loads = [ln for ln in disassemble(k.spirv).splitlines() if " OpLoad " in ln]
+        assert sum("%v4float" in ln for ln in loads) == 27
+        assert not any(ln.split()[3] == "%float" for ln in loads)  # no scalar loads left
+
+
+def test_window_rows_off_gives_one_output_per_thread():
+    exe = _nvidia_kernel(depthwise_mlir(8, 112, 112, 32, bias=False), "opencl", window_outputs_per_thread=1)
+    assert _vector_loads(exe.kernels[0].opencl, "a1") == 9 and tuple(exe.dispatches[0].grid) == (3584, 1, 1)
+
+
+def test_vulkan_vectorizes_only_contiguous_gathers():
+    """A pad along channels (the innermost dim) reads each lane checked: a load per lane, which OpenCL C has and
+    SPIR-V does not, so the Vulkan compile keeps that gather scalar; OpenCL vectorizes it."""
+    text = """module {
+  func.func @main(%x: tensor<1x8x8x6xf32>) -> tensor<1x8x8x8xf32> {
+    %zero = arith.constant 0.0 : f32
+    %p = tensor.pad %x low[0, 0, 0, 1] high[0, 0, 0, 1] {
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : f32
+    } : tensor<1x8x8x6xf32> to tensor<1x8x8x8xf32>
+    return %p : tensor<1x8x8x8xf32>
+  }
+}"""
+    from portable.codegen_spirv import disassemble
+
+    vk = _nvidia_kernel(text, "vulkan")
+    assert "v4float" not in disassemble(vk.kernels[0].spirv)
+    cl = _nvidia_kernel(text, "opencl")
+    assert "float4" in cl.kernels[0].opencl

@@ -46,7 +46,11 @@ def _static(values: list[int], what: str) -> list[int]:
     return values
 
 
-VECTOR_GATHER = "portable.vector_gather"  # a gather whose reads may become vector loads (strategy._vector_gathers)
+# A gather whose reads may become vector loads (strategy._vector_gathers): "contiguous" where every read runs along
+# the innermost loop unchecked (a plain vector load: any target), "lanes" where some read is checked or moved along
+# it (a load per lane: OpenCL C only).
+VECTOR_GATHER = "portable.vector_gather"
+WINDOW = "portable.window"  # a small window reduction unrolled into a gather (windows.py)
 
 
 def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
@@ -81,7 +85,9 @@ def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
 
     gen = _gather_generic(pad, out_t, body)
     if exact_unpadded:
-        ir.OpResult(gen).owner.attributes[VECTOR_GATHER] = ir.UnitAttr.get()
+        inner = out_t.rank - 1
+        contiguous = low[inner] == 0 and src_t.shape[inner] == out_t.shape[inner]
+        ir.OpResult(gen).owner.attributes[VECTOR_GATHER] = ir.StringAttr.get("contiguous" if contiguous else "lanes")
 
 
 def concat_to_generic(op: ir.Operation) -> None:

@@ -140,5 +140,25 @@ def multiple_of(v: ir.Value, n: int, depth: int = 0) -> bool:
         return s is not None and (1 << s) % n == 0 or multiple_of(a[0], n, depth + 1)
     if op.name in ("arith.index_cast", "arith.index_castui"):
         return multiple_of(a[0], n, depth + 1)
+    if op.name == "vector.extract" and len(a) == 1:  # a lane at a static position of an index vector
+        pos = list(ir.DenseI64ArrayAttr(op.attributes["static_position"]))
+        return len(pos) == 1 and _lane_multiple(a[0], pos[0], n, depth + 1)
+    return False
+
+
+def _lane_multiple(v: ir.Value, lane: int, n: int, depth: int) -> bool:
+    """Whether lane `lane` of 1-d index vector `v` is provably a multiple of n (broadcasts, vector.step, sums)."""
+    if depth > 24 or not isinstance(v, ir.OpResult):
+        return False
+    op = v.owner.operation
+    a = list(op.operands)
+    if op.name == "vector.broadcast":
+        return multiple_of(a[0], n, depth + 1)
+    if op.name == "vector.step":
+        return lane % n == 0
+    if op.name in ("arith.addi", "arith.subi"):
+        return _lane_multiple(a[0], lane, n, depth + 1) and _lane_multiple(a[1], lane, n, depth + 1)
+    if op.name == "arith.muli":
+        return _lane_multiple(a[0], lane, n, depth + 1) or _lane_multiple(a[1], lane, n, depth + 1)
     return False
 

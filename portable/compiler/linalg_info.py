@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gathers import VECTOR_GATHER
+from .gathers import VECTOR_GATHER, WINDOW
 from .mlir import ir
 
 
@@ -78,8 +78,9 @@ class OpKind:
     # Convolutions: the input is read along the output's innermost loop (depthwise: channels stay channels),
     # with unit strides and dilations (each input index a loop or a sum of two).
     channelwise: bool = False
-    # A gather marked for vector loads (gathers.VECTOR_GATHER): a pad whose unpadded dims read unchecked.
-    vector_gather: bool = False
+    # A gather marked for vector loads (gathers.VECTOR_GATHER): "contiguous" or "lanes" ("" unmarked).
+    vector_gather: str = ""
+    window: bool = False  # a window reduction unrolled into a gather (windows.py)
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -134,8 +135,9 @@ def classify(op: ir.Operation) -> OpKind:
         channelwise = isinstance(x_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
             ir.AffineDimExpr(x_last).position == ir.AffineDimExpr(o_last).position and \
             all(_unit_window(e) for e in maps[0].results)
+    vg = ir.StringAttr(op.attributes[VECTOR_GATHER]).value if VECTOR_GATHER in op.attributes else ""
     return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
-                  VECTOR_GATHER in op.attributes)
+                  vg, WINDOW in op.attributes)
 
 
 def fill_value(v: ir.Value) -> ir.Value | None:

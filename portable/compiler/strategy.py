@@ -19,7 +19,8 @@ class Strategy:
     # Matmul groups: the root's reduction loop is tiled by k_tile inside each thread, so a thread's
     # accumulator tile lives in registers across the K loop (0 = no K tiling).
     root_k_tile: tuple[int, ...] = ()
-    # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows).
+    # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows);
+    # without a K tile (a window's gather): rows of the thread's tile, each vectorized on its own (loop index, rows).
     root_row_unroll: tuple[int, int] = (0, 1)
     # Columns of a thread's matmul tile wider than one vector: (root loop index, vector width, vectors per row),
     # each column block unrolled like the rows (width 0: one vector per row).
@@ -58,8 +59,9 @@ class Strategy:
         return (n, 1, 1)
 
 
-# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors, lane-wise gathers).
-OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False, "vectorize_gathers": False}
+# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors); for gathers, SPIR-V takes
+# only the plain vector loads (no load per lane).
+OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False}
 
 
 def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
@@ -68,6 +70,8 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     strategy serves every target of an executable)."""
     if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
         profile = dict(profile, **OPENCL_ONLY)
+    if "vulkan" in targets and profile.get("vectorize_gathers"):
+        profile = dict(profile, vectorize_gathers="contiguous")
     if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_asm"):
         profile = dict(profile, subgroup_reduce=False)  # no subgroup shuffle known in this device's OpenCL C
     return profile
@@ -336,20 +340,27 @@ def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: 
 def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: dict,
                     invocations: int) -> Strategy | None:
     """A gather marked vectorizable (a float pad, gathers.VECTOR_GATHER) vectorized along its innermost loop
-    where the profile asks for it (`vectorize_gathers`): `elementwise_per_thread` lanes per thread there, one
-    element of every other loop, tiles that divide every loop (static vectors); its read along that loop
-    becomes a vector load."""
-    if not (profile.get("vectorize_gathers") and profile.get("vectorize") and kind.kind == "elementwise"
-            and root is not None and root.vector_gather and par and len(par) == len(kind.ranges)):
+    where the profile asks for it (`vectorize_gathers`; "contiguous": only gathers read by plain vector loads):
+    `elementwise_per_thread` lanes per thread there, one element of every other loop, tiles that divide every
+    loop (static vectors); its read along that loop becomes a vector load. An unrolled window (a depthwise
+    convolution, a pool) takes `window_outputs_per_thread` positions of the next loop too, one vector each,
+    unrolled: neighbouring outputs share taps, so each input vector is loaded once for all of them."""
+    allowed = profile.get("vectorize_gathers")
+    if not (allowed and profile.get("vectorize") and kind.kind == "elementwise" and root is not None
+            and root.vector_gather in (("contiguous",) if allowed == "contiguous" else ("contiguous", "lanes"))
+            and par and len(par) == len(kind.ranges)):
         return None
     per_thread = [1] * len(kind.ranges)
     per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+    if root.window and len(par) >= 2:
+        per_thread[par[-2]] = int(profile.get("window_outputs_per_thread", 1))
     per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, 4)
     if per[par[-1]] not in (2, 4):
         return None
     for d in par[:-3]:
         tile[d] = 1
-    return Strategy(tuple(tile), tuple(threads), True)
+    rows = per[par[-2]] if len(par) >= 2 else 1
+    return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

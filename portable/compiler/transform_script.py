@@ -150,6 +150,18 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             if s.root_row_unroll[1] > 1 or s.root_col_split[2] > 1:
                 _unroll_register_tile(emit, k, s)
                 handles[0] = f"%ku{k}"
+        elif s.root_row_unroll[1] > 1:
+            # One row of the thread tile per copy, its producers fused in: each copy vectorizes as 1-d, and the
+            # copies' reads of one input element become one (CSE).
+            dim, rows = s.root_row_unroll
+            sizes = ", ".join("1" if i == dim else "0" for i in range(len(s.tile)))
+            emit(f"    %ut{k}, %ul{k} = transform.structured.fuse {handles[0]} tile_sizes [{sizes}] "
+                 f": ({any_op}) -> ({any_op}, {any_op})")
+            emit(f"    transform.loop.unroll %ul{k} {{factor = {rows}}} : {any_op}")
+            emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+            emit(f'    %ug{k} = transform.structured.match ops{{["linalg.generic"]}} in {cont} '
+                 f': ({any_op}) -> {any_op}')
+            handles = [f"%ug{k}"]
         emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
         # Reads by index (gathers): a contiguous read along the vector becomes a vector load.
         extract = " {vectorize_nd_extract}" if g.kind.gathers else ""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from .gathers import VECTOR_GATHER
+from .gathers import VECTOR_GATHER, WINDOW
 from .ir_util import clone_mapped
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
@@ -145,7 +145,12 @@ def _unroll(op: ir.Operation) -> None:
         linalg.YieldOp([acc])
     inlined = [g for g in gathers if g is not None]
     if inlined and all(VECTOR_GATHER in g.attributes for g in inlined):
-        gen.operation.attributes[VECTOR_GATHER] = ir.UnitAttr.get()  # unpadded dims read unchecked: vectorizable
+        # Unpadded dims read unchecked: vectorizable; with plain vector loads where no tap moves the innermost read.
+        inner = ir.AffineDimExpr.get(p - 1)
+        contiguous = all(ir.StringAttr(g.attributes[VECTOR_GATHER]).value == "contiguous" for g in inlined) and \
+            all(m.results[-1] == inner for m in maps[:len(ins)])
+        gen.operation.attributes[VECTOR_GATHER] = ir.StringAttr.get("contiguous" if contiguous else "lanes")
+    gen.operation.attributes[WINDOW] = ir.UnitAttr.get()
     op.results[0].replace_all_uses_with(gen.results[0])
     op.erase()
     for g in set(inlined):
