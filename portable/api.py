@@ -87,7 +87,7 @@ class CompiledGraph:
         return await asyncio.wrap_future(self.submit(*inputs))
 
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
-        return self.submit(*inputs).result()
+        return self._bind().run(*inputs)
 
     @property
     def peak_device_bytes(self) -> int:
@@ -147,7 +147,7 @@ class StatefulGraph:
         return self._bound().submit(*inputs)
 
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
-        return self.submit(*inputs).result()
+        return self._bound().run(*inputs)
 
     def set_state(self, arrays: dict[int, Any]) -> None:
         self._bound().set_state(arrays)

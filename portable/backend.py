@@ -62,6 +62,11 @@ class Recording(ABC):
         """Copy `inputs` (one per upload, already checked) in, run, and return a Future of the downloads as
         uint8 arrays. The arrays may be reused as soon as submit returns."""
 
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """`submit` and block until the downloads are there. A backend whose caller can wait by itself overrides
+        this to skip the Future and the completion thread."""
+        return self.submit(inputs).result()
+
     @abstractmethod
     def wait_idle(self) -> None:
         """Block until the run in flight (if any) has finished and its outputs were copied out."""

@@ -3,7 +3,9 @@ futures, so the submitting thread goes on with the next one (async submit, overl
 
 A caller that blocks on a submission's result resolves it itself (Completion.result): handing the result over
 from the completion thread costs a thread wake-up per call; a tiny plan on the H200 took 50 -> 36 us per
-submission on Vulkan and 60 -> 25 us on OpenCL (benchmarks/results/h200/session6/latency.json).
+submission on Vulkan and 60 -> 25 us on OpenCL (benchmarks/results/h200/session6/latency.json). A call that
+blocks from the start (`exe(...)`, Recording.run) skips this machinery altogether: the completion thread's own
+wait still competed with the caller's (session9/sync_runs.json).
 """
 
 from __future__ import annotations

@@ -304,6 +304,35 @@ class BoundExecutable:
 
     def submit(self, *arrays: Any) -> Future:
         """Start a run; the Future resolves to the tuple of outputs (numpy arrays)."""
+        frame, flat = self._start(arrays)
+        try:
+            raw = frame.recording.submit(flat)
+        except BaseException:
+            self._give_back(frame)
+            raise
+        out: Future = Future()
+
+        def done(f: Future) -> None:
+            self._give_back(frame)
+            if f.exception() is not None:
+                out.set_exception(f.exception())
+                return
+            out.set_result(self._outputs(f.result()))
+
+        raw.add_done_callback(done)
+        return out
+
+    def run(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        """A run that blocks until its outputs are there: the calling thread waits by itself where the backend
+        lets it (Recording.run), which on a GPU is much quicker than waiting on submit's Future."""
+        frame, flat = self._start(arrays)
+        try:
+            return self._outputs(frame.recording.run(flat))
+        finally:
+            self._give_back(frame)
+
+    def _start(self, arrays: Sequence[Any]) -> tuple[Frame, list[np.ndarray]]:
+        """A free frame and the inputs cut into its uploads."""
         inputs = self.check_inputs(arrays)
         frame = self._take_frame()
         flat: list[np.ndarray] = []
@@ -313,31 +342,20 @@ class BoundExecutable:
             else:  # one upload per piece: the matching bytes of the input
                 raw_bytes = arr.reshape(-1).view(np.uint8)
                 flat.extend(raw_bytes[start:end] for start, end in cuts)
-        try:
-            raw = frame.recording.submit(flat)
-        except BaseException:
-            self._give_back(frame)
-            raise
-        out: Future = Future()
+        return frame, flat
+
+    def _outputs(self, downloads: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        """The outputs (carried state left out) from a run's downloads, pieces joined."""
         sigs = [sig for k, (_, sig) in enumerate(self.exe.outputs) if k not in self.carry]
-
-        def done(f: Future) -> None:
-            self._give_back(frame)
-            if f.exception() is not None:
-                out.set_exception(f.exception())
-                return
-            parts, joined = list(f.result()), []
-            for cuts in self._out_cuts:
-                n = 1 if cuts is None else len(cuts)
-                joined.append(parts[0] if n == 1 else np.concatenate(parts[:n]))
-                del parts[:n]
-            out.set_result(tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, sigs)))
-
-        raw.add_done_callback(done)
-        return out
+        parts, joined = list(downloads), []
+        for cuts in self._out_cuts:
+            n = 1 if cuts is None else len(cuts)
+            joined.append(parts[0] if n == 1 else np.concatenate(parts[:n]))
+            del parts[:n]
+        return tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, sigs))
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
-        return self.submit(*arrays).result()
+        return self.run(*arrays)
 
     @property
     def recordings(self) -> list[Recording]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -155,25 +156,80 @@ def test_legacy_execute_places_barriers_by_access(device, spirv):
         live.pool.release(buf)
 
 
+def _expect(outs, x, y) -> None:
+    out1, out2, t1 = (r.view(np.float32) for r in outs)
+    np.testing.assert_allclose(out1, x + 3 * y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out2, y + 3 * x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t1, x + 5 * y, rtol=1e-5, atol=1e-5)
+
+
+@contextmanager
+def forced_chain(device: str, spirv: bytes, caller_waits: bool):
+    """The chain's recording on `device` with `caller_waits` forced; closed and its buffers released after."""
+    live = open_device(device)
+    rec, bufs = chain(live.backend, live.pool, axpy(spirv))
+    rec.caller_waits = caller_waits
+    try:
+        yield rec
+    finally:
+        rec.close()
+        for b in bufs:
+            live.pool.release(b)
+
+
 @pytest.mark.parametrize("caller_waits", [False, True])
 def test_blocked_caller_resolves_its_own_run(device, spirv, caller_waits):
     """GPU drivers: a caller blocked in result() waits for the device and finishes the run itself (no hand-off
     from the completion thread); CPU drivers keep the hand-off. Both forced here, with runs in flight."""
-    live = open_device(device)
-    rec, bufs = chain(live.backend, live.pool, axpy(spirv))
-    rec.caller_waits = caller_waits
     rng = np.random.default_rng(1)
-    try:
+    with forced_chain(device, spirv, caller_waits) as rec:
         for _ in range(3):
             runs = []
             for _ in range(4):
                 x, y = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
                 runs.append((x, y, rec.submit([x, y])))
             for x, y, f in reversed(runs):  # the last first: earlier ones are finished by the completion thread
-                out1, out2, t1 = (r.view(np.float32) for r in f.result())
-                np.testing.assert_allclose(out1, x + 3 * y, rtol=1e-5, atol=1e-5)
-                np.testing.assert_allclose(t1, x + 5 * y, rtol=1e-5, atol=1e-5)
-    finally:
-        rec.close()
-        for b in bufs:
-            live.pool.release(b)
+                _expect(f.result(), x, y)
+
+
+@pytest.mark.parametrize("caller_waits", [False, True])
+def test_blocking_run_waits_in_the_caller(device, spirv, caller_waits):
+    """Recording.run: submit and wait in the calling thread (GPU drivers; forced here) or through the completion
+    thread (CPU drivers), mixed with submits in flight before it."""
+    rng = np.random.default_rng(2)
+    with forced_chain(device, spirv, caller_waits) as rec:
+        for _ in range(3):
+            x, y = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+            before = rec.submit([x, y])
+            x2, y2 = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+            _expect(rec.run([x2, y2]), x2, y2)
+            _expect(before.result(timeout=60), x, y)
+
+
+def test_blocking_run_interrupted_leaves_the_recording_usable(device, spirv, monkeypatch):
+    """Ctrl-C while run() waits: the exception reaches the caller, the completion thread finishes the run, and the
+    next run works (nothing hangs, no run is lost half way)."""
+    with forced_chain(device, spirv, True) as rec:
+        _interrupt_once(device, rec, monkeypatch)
+
+
+def _interrupt_once(device: str, rec, monkeypatch) -> None:
+    owner = rec.device if device.startswith("vulkan") else rec
+    name = "wait_value" if device.startswith("vulkan") else "_wait"
+    real = getattr(owner, name)
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+    monkeypatch.setattr(owner, name, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rec.run([x, y])
+    monkeypatch.setattr(owner, name, real)
+    rec.wait_idle()
+    _expect(rec.run([y, x]), y, x)

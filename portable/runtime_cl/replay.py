@@ -87,12 +87,32 @@ class OpenCLRecording(Recording):
 
     def submit(self, inputs: Sequence[np.ndarray]) -> Future:
         """Upload, run, download without blocking; the Future resolves to the downloads (uint8 arrays)."""
+        pending, outs = self._launch(inputs)
+        fast = (lambda: self._wait(pending, SPIN_S)) if self.caller_waits else None
+        return self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs), fast))
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Upload, run, download and wait in this thread (polling the events first), with no Future and no
+        completion thread; CPU drivers keep the completion thread (a polling caller takes a core from them)."""
+        if not self.caller_waits:
+            return super().run(inputs)
+        pending, outs = self._launch(inputs)
+        try:
+            self._wait(pending, SPIN_S)
+        except BaseException:
+            # Interrupted or failed: the completion thread marks the recording idle once the run is over.
+            self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs)))
+            raise
+        return self._finish(outs)
+
+    def _launch(self, inputs: Sequence[np.ndarray]) -> tuple[list[Any], list[np.ndarray]]:
+        """Enqueue a run once the previous one is over: (the events that mark it done, the download arrays)."""
         if self._queue is None:
             raise RuntimeError("this recording is closed")
         self._idle.wait()
         self._idle.clear()
         try:
-            return self._submit(inputs)
+            return self._enqueue(inputs)
         except BaseException as e:
             self._drain()
             self._idle.set()
@@ -100,7 +120,7 @@ class OpenCLRecording(Recording):
                 raise translate(e, f"{self._where}: running a plan of {self.dispatches} dispatches") from e
             raise
 
-    def _submit(self, inputs: Sequence[np.ndarray]) -> Future:
+    def _enqueue(self, inputs: Sequence[np.ndarray]) -> tuple[list[Any], list[np.ndarray]]:
         q = self._queue
         ups = []
         for arr, stage, (buf, n) in zip(inputs, self._stage, self._uploads):
@@ -123,10 +143,8 @@ class OpenCLRecording(Recording):
         outs = [np.empty(n, np.uint8) for _, n in self._downloads]
         downs = [cl.enqueue_copy(q, out, buf.mem, is_blocking=False, wait_for=wait_out or None)
                  for out, (buf, n) in zip(outs, self._downloads) if n]
-        pending = downs or last or ups
         q.flush()
-        fast = (lambda: self._wait(pending, SPIN_S)) if self.caller_waits else None
-        return self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs), fast))
+        return downs or last or ups, outs
 
     def _wait(self, events: list[Any], spin_s: float = 0.0) -> None:
         """Wait for `events`, polling their status for up to `spin_s` first (a caller blocked on the result)."""

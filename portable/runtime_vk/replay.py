@@ -163,6 +163,34 @@ class VulkanRecording(Recording):
     # ---- replay ----------------------------------------------------------------------------------------
     def submit(self, inputs: Sequence[np.ndarray]) -> Future:
         """Copy inputs to staging, submit the recorded command buffers, return a Future of the outputs (uint8)."""
+        value, what, last = self._launch(inputs)
+        dev = self.device
+        if not value:
+            return self._completer.submit(Completion(lambda: dev.wait_fence(self._fence, what), self._finish))
+        # A caller blocked on the result waits itself, polling the timeline before sleeping in the driver: NVIDIA's
+        # blocking wait wakes ~20 us after the device is done (benchmarks/results/h200/session6/latency.json).
+        fast = (lambda: dev.wait_value(value, what, last, spin_s=SPIN_S)) if self.caller_waits else None
+        return self._completer.submit(Completion(lambda: dev.wait_value(value, what, last), self._finish, fast))
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Submit and wait in this thread, polling the timeline, with no Future and no completion thread: on the
+        H200 a plan took 26-31 us per run this way against 63-76 us through submit().result(), where the
+        completion thread's wait and the caller's took turns (benchmarks/results/h200/session9/sync_runs.json).
+        CPU drivers and fences keep the completion thread (a polling caller takes a core from their kernels)."""
+        if not self.caller_waits or self.device.timeline is None:
+            return super().run(inputs)
+        value, what, last = self._launch(inputs)
+        try:
+            self.device.wait_value(value, what, last, spin_s=SPIN_S)
+        except BaseException:
+            # Interrupted or lost: the completion thread marks the recording idle once the run is over.
+            self._completer.submit(Completion(lambda: self.device.wait_value(value, what, last), self._finish))
+            raise
+        return self._finish()
+
+    def _launch(self, inputs: Sequence[np.ndarray]) -> tuple[int, str, Lane]:
+        """Copy inputs to staging and submit the recorded command buffers once the previous run is over;
+        (the timeline value that marks this run done (0: the fence does), its description, its last lane)."""
         if not self._parts:
             raise RuntimeError("this recording is closed")
         self._idle.wait()
@@ -189,13 +217,7 @@ class VulkanRecording(Recording):
             self._idle.set()
             raise
         self.last_value = value
-        last = self._parts[-1].lane
-        if not value:
-            return self._completer.submit(Completion(lambda: dev.wait_fence(self._fence, what), self._finish))
-        # A caller blocked on the result waits itself, polling the timeline before sleeping in the driver: NVIDIA's
-        # blocking wait wakes ~20 us after the device is done (benchmarks/results/h200/session6/latency.json).
-        fast = (lambda: dev.wait_value(value, what, last, spin_s=SPIN_S)) if self.caller_waits else None
-        return self._completer.submit(Completion(lambda: dev.wait_value(value, what, last), self._finish, fast))
+        return value, what, self._parts[-1].lane
 
     def _finish(self) -> list[np.ndarray]:
         try:

@@ -2,7 +2,7 @@
 
 End-to-end time = `CompiledGraph.__call__` (upload, run, download). Device-only time = the Executable's plan
 over buffers of its own with the inputs uploaded once, through the `Backend` contract only: a recording with
-no copies replayed (`Backend.record(steps, [], []).submit([])`) where the backend records, otherwise
+no copies replayed (`Backend.record(steps, [], []).run([])`, a blocking run) where the backend records, otherwise
 `Backend.execute` (records and submits every call). Both wait for completion (fence / event).
 """
 
@@ -42,7 +42,7 @@ class DeviceOnly:
                 from ...backend import Step
 
                 self.recording = backend.record([Step(*p) for p in plan], [], [])
-                self.recording.submit([]).result()
+                self.recording.run([])
                 self.mode = getattr(self.recording, "mode", "record") or "record"
             except Exception:  # noqa: BLE001 - a backend that cannot record without copies: execute instead
                 self.recording = None
@@ -56,7 +56,7 @@ class DeviceOnly:
 
     def run(self) -> None:
         if self.recording is not None:
-            self.recording.submit([]).result()
+            self.recording.run([])
         else:
             self.backend.execute(self.plan)
 
@@ -69,7 +69,7 @@ class DeviceOnly:
             from ...backend import Step
 
             self.batch = self.backend.record([Step(*p) for p in self.plan] * BATCH, [], [])
-        self.batch.submit([]).result()
+        self.batch.run([])
         return BATCH
 
     def close(self) -> None:
