@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backend import Recording, Step
 from ..completion import Completer, Completion
+from ..errors import PortableError
 from ..memory import barriers, uses
 from ..memory.pool import align_up
 from . import commands, segments, tracking
@@ -193,6 +194,7 @@ class VulkanRecording(Recording):
         (the timeline value that marks this run done (0: the fence does), its description, its last lane)."""
         if not self._parts:
             raise RuntimeError("this recording is closed")
+        self.device.check_usable()  # a lost device's last run never finishes: fail here instead of waiting for it
         self._idle.wait()
         self._idle.clear()
         what = f"a plan of {self.dispatches} dispatches"
@@ -233,7 +235,13 @@ class VulkanRecording(Recording):
         """Wait for the run in flight, then free the command buffers, descriptors and staging (idempotent)."""
         if not self._parts and self.staging is None:
             return
-        self._idle.wait(timeout=self.device.timeout_ns / 1e9)
+        if not self._idle.wait(timeout=self.device.timeout_ns / 1e9):
+            # A run past the timeout (DeviceLost) may still execute: its command buffers must outlive it. A
+            # really lost device returns at once.
+            try:
+                self.device.wait_idle()
+            except PortableError:
+                self.device.lost = True
         self._destroy()
         tracking.destroyed("recording")
 
