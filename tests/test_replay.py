@@ -194,8 +194,8 @@ def test_blocked_caller_resolves_its_own_run(device, spirv, caller_waits):
 
 @pytest.mark.parametrize("caller_waits", [False, True])
 def test_blocking_run_waits_in_the_caller(device, spirv, caller_waits):
-    """Recording.run: submit and wait in the calling thread (GPU drivers; forced here) or through the completion
-    thread (CPU drivers), mixed with submits in flight before it."""
+    """Recording.run: submit and wait in the calling thread, polling first (GPU drivers) or sleeping in the
+    driver's wait (CPU drivers), both forced here, with a submit in flight before it."""
     rng = np.random.default_rng(2)
     with forced_chain(device, spirv, caller_waits) as rec:
         for _ in range(3):

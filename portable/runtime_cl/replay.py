@@ -92,13 +92,12 @@ class OpenCLRecording(Recording):
         return self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs), fast))
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Upload, run, download and wait in this thread (polling the events first), with no Future and no
-        completion thread; CPU drivers keep the completion thread (a polling caller takes a core from them)."""
-        if not self.caller_waits:
-            return super().run(inputs)
+        """Upload, run, download and wait in this thread, with no Future and no completion thread (PoCL, a
+        bias-GELU-residual 1024x1024: 0.62 vs 0.67 ms per run through submit().result()). GPU drivers poll the
+        events first; CPU drivers block in clWaitForEvents (a polling caller would take a core from them)."""
         pending, outs = self._launch(inputs)
         try:
-            self._wait(pending, SPIN_S)
+            self._wait(pending, SPIN_S if self.caller_waits else 0.0)
         except BaseException:
             # Interrupted or failed: the completion thread marks the recording idle once the run is over.
             self._completer.submit(Completion(lambda: self._wait(pending), lambda: self._finish(outs)))
