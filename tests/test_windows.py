@@ -21,9 +21,9 @@ from portable.devices import open_device
 RNG = np.random.default_rng(11)
 
 
-def _compile(device: str, text: str, taps: int) -> CompiledGraph:
+def _compile(device: str, text: str, taps: int, **extra) -> CompiledGraph:
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), window_taps=taps)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), window_taps=taps, **extra)
     return CompiledGraph(compile_module(text, opts, (live.info.api,)), live)
 
 
@@ -77,11 +77,15 @@ MAX_POOL = """module {
 }"""
 
 
-def test_max_pool_with_stride_two(device):
+@pytest.mark.parametrize("rows", [0, 3])
+def test_max_pool_with_stride_two(device, rows):
+    """rows: outputs along the width per thread, vectorized over channels (window_outputs_per_thread; 0: off)."""
     x = RNG.standard_normal((2, 11, 11, 6)).astype(np.float32)
     xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
     ref = np.max([xp[:, i:i + 12:2, j:j + 12:2, :] for i in range(3) for j in range(3)], axis=0)
-    g = _compile(device, MAX_POOL, 27)
+    extra = dict(vectorize=True, vectorize_gathers=True, window_outputs_per_thread=rows, elementwise_per_thread=2) \
+        if rows else {}
+    g = _compile(device, MAX_POOL, 27, **extra)
     assert len(g.executable.kernels) == 1
     np.testing.assert_array_equal(g(x)[0], ref)
 
@@ -126,10 +130,8 @@ def test_depthwise_conv_with_window_rows_per_thread(device, shape, stride, relu)
     each, its producers fused in; widths that 4 does not divide take the largest divisor, channels that 4 does not
     divide stay scalar."""
     text, x, w, b, ref = _depthwise_case(shape, stride, relu)
-    live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), window_taps=27, vectorize=True,
-                vectorize_gathers=True, window_outputs_per_thread=4, elementwise_per_thread=4)
-    g = CompiledGraph(compile_module(text, opts, (live.info.api,)), live)
+    g = _compile(device, text, 27, vectorize=True, vectorize_gathers=True, window_outputs_per_thread=4,
+                 elementwise_per_thread=4)
     assert len(g.executable.kernels) == 1
     np.testing.assert_allclose(g(x, w, b)[0], ref, rtol=1e-5, atol=1e-5)
 

@@ -147,8 +147,9 @@ def _unroll(op: ir.Operation) -> None:
     if inlined and all(VECTOR_GATHER in g.attributes for g in inlined):
         # Unpadded dims read unchecked: vectorizable; with plain vector loads where no tap moves the innermost read.
         inner = ir.AffineDimExpr.get(p - 1)
+        read = [maps[k] for k in range(len(ins)) if list(body.arguments[k].uses)]  # a pool's window shape is not
         contiguous = all(ir.StringAttr(g.attributes[VECTOR_GATHER]).value == "contiguous" for g in inlined) and \
-            all(m.results[-1] == inner for m in maps[:len(ins)])
+            all(m.results[-1] == inner for m in read)
         gen.operation.attributes[VECTOR_GATHER] = ir.StringAttr.get("contiguous" if contiguous else "lanes")
     gen.operation.attributes[WINDOW] = ir.UnitAttr.get()
     op.results[0].replace_all_uses_with(gen.results[0])
