@@ -210,12 +210,12 @@ def test_nvidia_profile_one_kernel_coalesced(family):
     """The NVIDIA profile (256 threads, workgroup-memory rows): one kernel per softmax/layernorm, and every
     step takes columns cyclically (thread t: t, t+256, ...), so the OpenCL C indexes by the local id plus the
     loop counter (or its unrolled values: rows in registers) and never scales the local id into a contiguous
-    chunk."""
+    chunk. (Without row_vector_columns, which then deals them in runs of 4: test_nvidia_row_columns_as_vectors.)"""
     import re
 
     g, _ = BUILD[family](8, 4096)
-    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()["nvidia"]),
-                         ("vulkan", "opencl"))
+    exe = compile_module(g.to_mlir(), dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]),
+                                           row_vector_columns=0), ("vulkan", "opencl"))
     assert len(exe.kernels) == 1 and len(exe.dispatches) == 1
     assert exe.kernels[0].workgroup_size == (256, 1, 1)
     src = exe.kernels[0].opencl
@@ -245,6 +245,46 @@ def test_rows_in_registers(device, tmp_path, family, subgroups, shape):
         assert ("OpGroupNonUniformShuffleXor" in asm) == subgroups
         # Rows kept in registers leave only the small arrays of partials in workgroup memory.
         assert (shape[1] in _workgroup_arrays(asm)) == (shape[1] % 64 != 0)
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("shape", [(3, 256), (2, 2048), (5, 1000)], ids=["3x256", "2x2048", "5x1000"])
+def test_row_columns_as_vectors(device, tmp_path, family, shape):
+    """`row_vector_columns` (row_columns.py): rows kept in registers, partials combined by subgroup shuffles, are
+    dealt to the threads in runs of 4 columns and read and written as vec4 (gamma and beta too); 1000 columns
+    (not in registers) are left as they are."""
+    g, shapes = BUILD[family](*shape)
+    live, opts = _options(device)
+    sg = int(opts.get("subgroup_size") or 0)
+    if live.info.api != "vulkan" or sg < 2 or 64 % sg:
+        pytest.skip(f"{device}: the regrouping needs partials in registers, combined by subgroup shuffles, which are "
+                    f"only generated for Vulkan with a subgroup size dividing 64 (the nvidia profile's OpenCL C: "
+                    f"test_nvidia_row_columns_as_vectors)")
+    common = dict(reduction_threads=64, row_fusion_shared_bytes=_shared(device), row_registers=32,
+                  subgroup_reduce=True)
+    runs = _run(g, shapes, device, tmp_path, row_vector_columns=4, **common)
+    scalar = _run(g, shapes, device, tmp_path, row_vector_columns=0, **common)
+    from portable.codegen_spirv import disassemble
+
+    def loads(exe) -> int:  # buffer loads (not the builtin ids); lavapipe types 16 bytes as 2 x u64
+        return sum(" OpLoad " in ln and "%v3uint" not in ln for ln in disassemble(exe.kernels[0].spirv).splitlines())
+
+    per = 1 if family == "softmax" else 3  # x; x, gamma, beta
+    assert loads(scalar) - loads(runs) == (3 * per * shape[1] // 256 if shape[1] % 256 == 0 else 0)
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_nvidia_row_columns_as_vectors(family):
+    """The nvidia profile: softmax/layernorm rows of 4096 as 4 vec4 per thread and buffer in both targets (a
+    128-bit SPIR-V load, an aligned float4 in OpenCL C), and no scalar access to the row left."""
+    g, _ = BUILD[family](8, 4096)
+    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()["nvidia"]),
+                         ("vulkan", "opencl"))
+    from portable.codegen_spirv import disassemble
+    per = 1 if family == "softmax" else 3
+    assert disassemble(exe.kernels[0].spirv).count("OpLoad %v4float") == 4 * per
+    src = exe.kernels[0].opencl
+    assert src.count("(*(__global const float4*)") == 4 * per and src.count("*(__global float4*)") == 4
 
 
 def _workgroup_arrays(asm: str) -> set[int]:

@@ -23,6 +23,7 @@ from . import (
     plan,
     promotion,
     rewrites,
+    row_columns,
     row_registers,
     split,
     split_k,
@@ -205,6 +206,9 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         constant_init.forward_fills(module)
         barriers.relax_barriers(module)
         _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
+        if int(profile.get("row_vector_columns", 0)) > 1:  # on the row kernels' final, folded indices
+            row_columns.regroup_columns(module, int(profile["row_vector_columns"]))
+            _run(module, "builtin.module(canonicalize,cse)", "row-columns", dump)
         builder = plan.PlanBuilder(module, public_func(module))
         builder.build()
         if splits and len(builder.launches) != len(groups):
