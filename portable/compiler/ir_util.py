@@ -22,6 +22,11 @@ def find_ops(root: ir.Operation, names: set[str] | tuple[str, ...],
     return found
 
 
+def sized_kernels(module: ir.Module) -> list[ir.Operation]:
+    """Every kernel (gpu.func) whose workgroup size is known (`known_block_size`)."""
+    return [fn for fn in find_ops(module.operation, ("gpu.func",)) if "known_block_size" in fn.attributes]
+
+
 def kernel_blocks(module: ir.Module) -> list[ir.Block]:
     """The body of every kernel (gpu.func) written with structured control flow only (a single block)."""
     return [fn.regions[0].blocks[0] for fn in find_ops(module.operation, ("gpu.func",))

@@ -18,7 +18,7 @@ accesses had run 80.3% of HBM bandwidth against 79.2% scalar: session8/glsl_rows
 
 from __future__ import annotations
 
-from .ir_util import constant_int, find_ops
+from .ir_util import constant_int, find_ops, sized_kernels
 from .mlir import arith, ir, vector
 
 _MIXED = -1  # tag of a value that depends on more than one slot
@@ -27,12 +27,8 @@ _VECTOR_MEMORY = ("vector.load", "vector.store", "vector.transfer_read", "vector
 
 
 def regroup_columns(module: ir.Module, width: int) -> None:
-    for gm in module.body.operations:
-        if gm.operation.name != "gpu.module":
-            continue
-        for fn in gm.regions[0].blocks[0].operations:
-            if fn.operation.name == "gpu.func" and "known_block_size" in fn.attributes:
-                _kernel(fn.operation, width)
+    for fn in sized_kernels(module):
+        _kernel(fn, width)
 
 
 def _kernel(fn: ir.Operation, width: int) -> None:

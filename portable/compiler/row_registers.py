@@ -11,19 +11,15 @@ t + k*T), and every load takes the value of the last store to its slot; the stor
 
 from __future__ import annotations
 
-from .ir_util import as_operation, base_buffer, clone_body, constant_int
+from .ir_util import as_operation, base_buffer, clone_body, constant_int, sized_kernels
 from .mlir import arith, ir
 
 _ACCESS = ("memref.load", "memref.store")
 
 
 def keep_rows_in_registers(module: ir.Module, limit: int) -> None:
-    for gm in module.body.operations:
-        if gm.operation.name != "gpu.module":
-            continue
-        for fn in gm.regions[0].blocks[0].operations:
-            if fn.operation.name == "gpu.func" and "known_block_size" in fn.attributes:
-                _kernel(fn.operation, limit)
+    for fn in sized_kernels(module):
+        _kernel(fn, limit)
 
 
 def _kernel(fn: ir.Operation, limit: int) -> None:
