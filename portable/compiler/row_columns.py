@@ -45,10 +45,14 @@ def _kernel(fn: ir.Operation, width: int) -> None:
     slots = [_slot(op, tid, threads) for op in accesses]
     if not accesses or any(k is None for k in slots) or any(op.parent != fn for op in accesses):
         return
+    seen: dict = {}
     for op, k in zip(accesses, slots):
         t = ir.MemRefType(_memref(op).type)
         if not t.has_static_shape or t.shape[-1] % (threads * width) or not 0 <= k < t.shape[-1] // threads:
             return
+        seen.setdefault(_memref(op), (t.shape[-1] // threads, set()))[1].add(k)
+    if any(ks != set(range(n)) for n, ks in seen.values()):
+        return  # a buffer's row not covered whole: dealt differently, it would cover other columns
     slot_of = dict(zip(accesses, slots))
     if not _slots_kept_apart(body, slot_of):
         return
