@@ -8,8 +8,9 @@ W, so slots kW..kW+W-1 of a thread are W adjacent columns and their W loads (sto
 result depends on that column's inputs and on the row's reductions, and a reduction may fold its elements in any
 order (the partials are combined over all threads). The pass checks that much on the kernel before it changes it:
 a value that mixes several slots (a thread's partial) reaches only shuffles, workgroup memory and more partials,
-never a global access; what a thread writes to workgroup memory is a partial or the same for every slot; a value
-stored to global column k depends on no other slot.
+never a global access, until every thread reads the same element of the workgroup memory it went to; what a
+thread writes to workgroup memory is a partial or the same for every slot; a value stored to global column k
+depends on no other slot.
 
 H200, 4096x4096, device clock (benchmarks/results/h200/session9/row_columns): Vulkan softmax 35.4 -> 35.0 us, OpenCL
 layernorm 39.5 -> 38.3 us; Vulkan layernorm and OpenCL softmax did not move. (A hand-written GLSL softmax with vec4
@@ -54,7 +55,7 @@ def _kernel(fn: ir.Operation, width: int) -> None:
     if any(ks != set(range(n)) for n, ks in seen.values()):
         return  # a buffer's row not covered whole: dealt differently, it would cover other columns
     slot_of = dict(zip(accesses, slots))
-    if not _slots_kept_apart(body, slot_of):
+    if not _slots_kept_apart(body, slot_of, tid):
         return
     with ir.InsertionPoint(tid.owner), fn.location:
         base = arith.MulIOp(tid, _index(width)).result
@@ -113,10 +114,13 @@ def _uses(v: ir.Value, tid: ir.Value, depth: int = 0) -> bool:
     return any(_uses(o, tid, depth + 1) for o in v.owner.operands)
 
 
-def _slots_kept_apart(body: ir.Block, slot_of: dict) -> bool:
+def _slots_kept_apart(body: ir.Block, slot_of: dict, tid: ir.Value) -> bool:
     """Tags every value with the slot it depends on (None: none, _MIXED: several) and checks the rules in the
-    module docstring."""
+    module docstring. Partials stored to workgroup memory are combined over the threads where every thread reads
+    the same element (an index free of the thread id); read back at a thread's own index, or from private memory,
+    they are still partials."""
     tag: dict = {}
+    partials: set = set()  # buffers a partial was stored to
 
     def join(a, b):
         if a is None:
@@ -139,10 +143,16 @@ def _slots_kept_apart(body: ir.Block, slot_of: dict) -> bool:
                 value, *indices = [tag.get(v) for v in list(op.operands)[:1] + list(op.operands)[2:]]
                 if value not in (None, _MIXED) or any(t is not None for t in indices):
                     return False
+                if value == _MIXED:
+                    partials.add(op.operands[1])
                 continue
-            if name == "memref.load":  # what the threads stored there, combined: the same for every slot
-                if any(tag.get(v) is not None for v in list(op.operands)[1:]):
+            if name == "memref.load":
+                mem, idx = op.operands[0], list(op.operands)[1:]
+                if any(tag.get(v) is not None for v in idx):
                     return False
+                shared = "workgroup" in str(ir.MemRefType(mem.type).memory_space or "")
+                own = not shared or any(_uses(v, tid) for v in idx)
+                tag[op.results[0]] = _MIXED if mem in partials and own else None
                 continue
             if len(op.regions):
                 if len(op.results) or any(tag.get(v) is not None for v in op.operands):
