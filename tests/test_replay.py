@@ -120,6 +120,31 @@ def test_vulkan_without_timeline_semaphores(device, spirv):
     assert b.validation_messages == [], b.validation_messages
 
 
+@pytest.mark.parametrize("caller_waits", [False, True])
+def test_vulkan_recording_after_a_timeout_fails_instead_of_hanging(device, spirv, caller_waits):
+    """A recorded run that outlives the timeout raises DeviceLost, through the blocking run (waiting in the
+    caller, forced here) or the completion thread; the next run raises DeviceLost at once instead of waiting for
+    the lost run to finish."""
+    from portable import config
+    from portable.errors import DeviceLost
+    from portable.runtime_vk import VulkanBackend
+
+    n = 100_000
+    with VulkanBackend(_vk_index(device), validation=config.vk_validation(), timeout_s=1e-6) as b:
+        a = b.allocate(4 * n)
+        lk = b.load_kernel(axpy(spirv))
+        rec = b.record([Step(lk, (a, a, a), (-(-n // WG), 1, 1), (n, 1))] * 200, [], [])
+        rec.caller_waits = caller_waits
+        try:
+            with pytest.raises(DeviceLost, match="did not finish"):
+                rec.run([])
+            with pytest.raises(DeviceLost, match="lost earlier"):
+                rec.run([])
+        finally:
+            rec.close()
+    assert b.validation_messages == [], b.validation_messages
+
+
 @pytest.mark.parametrize("command_buffer,out_of_order", [(True, True), (False, True), (False, False)],
                          ids=["command-buffer", "kernels-out-of-order", "kernels-in-order"])
 def test_opencl_modes(device, spirv, command_buffer, out_of_order):

@@ -337,30 +337,6 @@ def test_timeout_becomes_device_lost(kernel):
     assert_clean(b)
 
 
-@pytest.mark.parametrize("caller_waits", [False, True])
-def test_recording_after_a_timeout_fails_instead_of_hanging(kernel, caller_waits):
-    """A recorded run that outlives the timeout raises DeviceLost, through the blocking run (waiting in the
-    caller, forced here) or the completion thread; the next run raises DeviceLost at once instead of waiting for
-    the lost run to finish."""
-    from portable.backend import Step
-
-    b = open_backend(first_device(), timeout_s=1e-6)
-    n = 100_000
-    A = b.allocate(4 * n)
-    lk = b.load_kernel(kernel)
-    rec = b.record([Step(lk, (A, A, A), grid(n), (n, 1))] * 200, [], [])
-    rec.caller_waits = caller_waits
-    try:
-        with pytest.raises(DeviceLost, match="did not finish"):
-            rec.run([])
-        with pytest.raises(DeviceLost, match="lost earlier"):
-            rec.run([])
-    finally:
-        rec.close()
-        b.close()
-    assert_clean(b)
-
-
 def test_driver_refusing_a_pipeline(backend, kernel, monkeypatch):
     """A VkResult from pipeline creation becomes KernelBuildError naming it; nothing created on the way
     leaks (validation reports leaks at close) and the backend goes on working."""

@@ -3,6 +3,7 @@ per-workload timeouts, a memory limit, and rounds of the whole job list kept as 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -49,20 +50,16 @@ class _Worker:
     def _read(self, fd: int) -> None:
         with os.fdopen(fd) as f:
             for line in f:
-                try:
+                with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a killed worker
                     self.events.put(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
         self.events.put(None)  # the worker closed the pipe (finished or died)
 
     def next(self, timeout: float, max_rss: int):
         """The next event; "timeout" after `timeout` s, ("rss", bytes) when the worker outgrows `max_rss`."""
         end = time.monotonic() + timeout
         while True:
-            try:
+            with contextlib.suppress(queue.Empty):  # no event this second: look at the memory and the clock
                 return self.events.get(timeout=min(1.0, max(0.0, end - time.monotonic())))
-            except queue.Empty:
-                pass
             rss = _rss(self.proc.pid)
             if rss > max_rss:
                 return ("rss", rss)
@@ -71,10 +68,8 @@ class _Worker:
 
     def stop(self) -> int | None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the worker's own session: only what we started
-            except ProcessLookupError:
-                pass
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -85,23 +80,19 @@ class _Worker:
 
 def _rss(pid: int) -> int:
     """Resident bytes of a process (0 when unknown or gone)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):  # gone, or no /proc
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
     return 0
 
 
 def default_max_rss_gb() -> float:
     """40% of the host's memory: a worker past that is a runaway, and the host is shared."""
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no /proc: the fallback below
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
                 return 0.4 * int(line.split()[1]) / 2**20
-    except (OSError, ValueError):
-        pass
     return 16.0
 
 
