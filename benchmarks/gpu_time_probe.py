@@ -1,6 +1,7 @@
 """Kernel time on the device's own clock for the workloads of a `portable bench --export` directory.
 
     python benchmarks/gpu_time_probe.py DIR --device vulkan:0 --out probe.json    # GPU host, no MLIR needed
+    python benchmarks/gpu_time_probe.py model.ptpk --device opencl:0 --out d.json # each dispatch of a package
 
 The bench times the host's wall clock around a submission (and around 20 plans in one submission). This
 separates what the kernels take from what surrounds them, per workload:
@@ -10,6 +11,10 @@ separates what the kernels take from what surrounds them, per workload:
 - OpenCL: profiling events on an in-order queue: the first START to the last END over N repeats, and the
   sum of the kernels' own START..END.
 Inputs are the bench's own (same seeds); outputs are not checked here (the bench does).
+
+Given a package (`portable compile` / package.build) or a saved executable instead of a directory, it times each
+dispatch of one run of its plan, a barrier between every two: a timestamp after each (Vulkan; the time between
+two is the later dispatch with the barrier before it) or its event's START..END (OpenCL). Random inputs.
 """
 
 from __future__ import annotations
@@ -91,6 +96,92 @@ def _vulkan_times(backend, plan, repeats: int, barriers_between: bool) -> list[f
         vk.vkDestroyCommandPool(h, pool, None)
 
 
+def _vulkan_dispatch_times(backend, plan) -> list[list[float]]:
+    """ms per dispatch of one plan, a timestamp after each and a barrier between every two; 5 runs after
+    SETTLE_S of the same."""
+    from portable.runtime_vk import commands
+    from portable.runtime_vk._vk import vk
+
+    dev = backend._own.device
+    h = dev.handle
+    period = vk.vkGetPhysicalDeviceProperties(dev.pd.handle).limits.timestampPeriod
+    n = len(plan)
+    pool = vk.vkCreateCommandPool(h, vk.VkCommandPoolCreateInfo(queueFamilyIndex=dev.family), None)
+    qpool = vk.vkCreateQueryPool(h, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                                             queryCount=n + 1), None)
+    layouts = [lk.set_layout for lk, *_ in plan if lk.set_layout is not None]
+    count = max(1, sum(len(b) for lk, b, *_ in plan if lk.set_layout is not None))
+    dpool = vk.vkCreateDescriptorPool(h, vk.VkDescriptorPoolCreateInfo(maxSets=max(1, len(layouts)), pPoolSizes=[
+        vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=count)]), None)
+    fence = vk.vkCreateFence(h, vk.VkFenceCreateInfo(), None)
+    try:
+        sets = list(vk.vkAllocateDescriptorSets(h, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=dpool, pSetLayouts=layouts))) if layouts else []
+        commands.write_sets(dev, [(lk, b) for lk, b, *_ in plan], sets)
+        cmd = vk.vkAllocateCommandBuffers(h, vk.VkCommandBufferAllocateInfo(
+            commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=0))
+        vk.vkCmdResetQueryPool(cmd, qpool, 0, n + 1)
+        commands.barrier_after_earlier_work(cmd)
+        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qpool, 0)
+        it = iter(sets)
+        for i, (lk, _, grid, push) in enumerate(plan):
+            if i:
+                commands.barrier_between_dispatches(cmd)
+            own = [next(it)] if lk.set_layout is not None else []
+            commands.record_dispatches(cmd, [(lk, grid, commands.pack_push_constants(push) if push else None)],
+                                       own, after_earlier_work=False)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool, i + 1)
+        vk.vkEndCommandBuffer(cmd)
+        runs = []
+        t0 = time.perf_counter()
+        while len(runs) < 5:
+            vk.vkResetFences(h, 1, [fence])
+            vk.vkQueueSubmit(dev.compute.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cmd])], fence)
+            vk.vkWaitForFences(h, 1, [fence], vk.VK_TRUE, 60_000_000_000)
+            if time.perf_counter() - t0 < SETTLE_S:
+                continue
+            data = vk.ffi.new(f"uint64_t[{n + 1}]")
+            vk.vkGetQueryPoolResults(h, qpool, 0, n + 1, 8 * (n + 1), data, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+            runs.append([(data[i + 1] - data[i]) * period / 1e6 for i in range(n)])
+        return runs
+    finally:
+        vk.vkDestroyFence(h, fence, None)
+        vk.vkDestroyDescriptorPool(h, dpool, None)
+        vk.vkDestroyQueryPool(h, qpool, None)
+        vk.vkDestroyCommandPool(h, pool, None)
+
+
+def _opencl_events(queue, plan) -> list:
+    import pyopencl as cl
+
+    events = []
+    for lk, bufs, grid, push in plan:
+        for i, b in enumerate(bufs):
+            lk.kernel.set_arg(i, b.mem)
+        for j, v in enumerate(push):
+            lk.kernel.set_arg(len(bufs) + j, np.int32(v))
+        gs = tuple(g * w for g, w in zip(grid, lk.workgroup_size))
+        events.append(cl.enqueue_nd_range_kernel(queue, lk.kernel, gs, lk.workgroup_size))
+    return events
+
+
+def _opencl_dispatch_times(backend, plan) -> list[list[float]]:
+    """ms per dispatch of one plan (each kernel's event START..END, in-order queue); 5 runs after SETTLE_S."""
+    import pyopencl as cl
+
+    queue = cl.CommandQueue(backend._res.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    runs = []
+    t0 = time.perf_counter()
+    while len(runs) < 5:
+        events = _opencl_events(queue, plan)
+        queue.finish()
+        if time.perf_counter() - t0 >= SETTLE_S:
+            runs.append([(e.profile.end - e.profile.start) / 1e6 for e in events])
+    return runs
+
+
 def _opencl_times(backend, plan, repeats: int) -> tuple[float, float]:
     """(ms per plan from the first start to the last end, ms per plan summed over kernels' own spans)."""
     import pyopencl as cl
@@ -100,15 +191,7 @@ def _opencl_times(backend, plan, repeats: int) -> tuple[float, float]:
     spans, sums = [], []
     t0 = time.perf_counter()
     while len(spans) < 5:
-        events = []
-        for _ in range(repeats):
-            for lk, bufs, grid, push in plan:
-                for i, b in enumerate(bufs):
-                    lk.kernel.set_arg(i, b.mem)
-                for j, v in enumerate(push):
-                    lk.kernel.set_arg(len(bufs) + j, np.int32(v))
-                gs = tuple(g * w for g, w in zip(grid, lk.workgroup_size))
-                events.append(cl.enqueue_nd_range_kernel(queue, lk.kernel, gs, lk.workgroup_size))
+        events = _opencl_events(queue, plan * repeats)
         queue.finish()
         if time.perf_counter() - t0 < SETTLE_S:
             continue
@@ -143,9 +226,45 @@ def _probe(live, wid: str, exe, size_class: str, repeats: int) -> dict:
     return rec
 
 
+def profile_dispatches(path: Path, device: str, out: Path) -> None:
+    """Device time of each dispatch of a package's (or saved executable's) plan; JSON to `out`, the slowest
+    printed."""
+    from portable import package
+    from portable.devices import open_device
+    from portable.executable import Executable
+
+    live = open_device(device)
+    if package.is_package(path):
+        pk = package.Package(path)
+        exe = pk.executable(pk.select(live.info))
+    else:
+        exe = Executable.load(path)
+    if any(d.offsets for d in exe.dispatches):
+        raise SystemExit(f"{path}: a plan with chunked dispatches (bound ranges of a slot) is not timed here")
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in exe.inputs]
+    plan, bufs = _bind(exe, live.backend, inputs)
+    try:
+        runs = (_vulkan_dispatch_times if live.info.api == "vulkan" else _opencl_dispatch_times)(live.backend, plan)
+    finally:
+        for b in bufs:
+            live.backend.free(b)
+    best = [min(r[i] for r in runs) for i in range(len(plan))]
+    rows = [{"dispatch": i, "kernel": d.kernel, "workgroup_size": list(exe.kernels[d.kernel].workgroup_size),
+             "grid": list(d.grid), "slot_bytes": [int(exe.slots[s].nbytes) for s in d.slots], "ms": best[i]}
+            for i, d in enumerate(exe.dispatches)]
+    rec = {"path": str(path), "api": live.info.api, "device": live.info.name, "dispatches": rows,
+           "total_ms": sum(best), "runs_total_ms": [sum(r) for r in runs]}
+    out.write_text(json.dumps(rec, indent=1))
+    print(f"{live.info.api} {live.info.name}: {len(rows)} dispatches, {sum(best):.3f} ms in all")
+    for r in sorted(rows, key=lambda r: -r["ms"])[:15]:
+        print(f"  #{r['dispatch']:3d} {r['ms'] * 1e3:8.1f} us  wg {r['workgroup_size']} grid {r['grid']} "
+              f"bytes {r['slot_bytes']}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, help="a `portable bench --export` directory, or a package / executable file")
     p.add_argument("--device", default="vulkan:0")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", help="substring of workload ids")
@@ -153,6 +272,8 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=1, help="measure every workload this many times (order reversed "
                    "every other pass: drift shows up as a difference between passes)")
     a = p.parse_args()
+    if a.dir.is_file():
+        return profile_dispatches(a.dir, a.device, a.out)
     from portable.bench.aot import read_manifest
     from portable.devices import open_device
     from portable.executable import Executable

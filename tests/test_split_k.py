@@ -1,4 +1,4 @@
-"""Matrix-vector products split along K into partial sums (compiler/split_k.py), on every device."""
+"""Matmuls with few outputs split along K into partial sums (compiler/split_k.py), on every device."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
     g = portable.Graph("gemv")
     x, w, r = g.input((m, k)), g.input((k, n)), g.input((m, n))
     g.output(g.add(g.matmul(x, w), r))
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096)
     assert len(exe.dispatches) == 2  # partial sums, then their reduction with the epilogue fused
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n))]
@@ -24,7 +24,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
 def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
     """f16 operands, f32 accumulation and result (MLIR text: the Graph's matmul keeps its operand type)."""
     text = matmul_mlir(1, 512, 128, "f16", "f32")
-    exe, loaded = compile_and_load(text, device, tmp_path, gemv_split_threads=4096)
+    exe, loaded = compile_and_load(text, device, tmp_path, split_k_threads=4096)
     assert len(exe.dispatches) == 2
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((1, 512)).astype(np.float16), rng.standard_normal((512, 128)).astype(np.float16)
@@ -32,12 +32,41 @@ def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
     np.testing.assert_allclose(loaded(x, w)[0], ref, rtol=1e-3, atol=1e-3)
 
 
-def test_no_split_without_the_profile_key_or_for_many_rows(device, tmp_path):
+def test_matmul_with_few_outputs_split_along_k(device, tmp_path):
+    """24 x 20 outputs at a 2x2 thread tile are 120 threads: K = 512 splits into 32 slices (3840 threads), and
+    the relu epilogue runs on the slices' sum."""
     g = portable.Graph("mm")
-    g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 rows: outputs enough, not split
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=4096)
+    a, b = g.input((24, 512)), g.input((512, 20))
+    g.output(g.relu(g.matmul(a, b)))
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[2, 2])
+    assert len(exe.dispatches) == 2
+    assert max(exe.slots[s].nbytes for s in exe.dispatches[0].slots) == 32 * 24 * 20 * 4  # the partial sums
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((24, 512)).astype(np.float32), rng.standard_normal((512, 20)).astype(np.float32)
+    np.testing.assert_allclose(loaded(x, w)[0], np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_batch1_conv_split_along_k_keeps_bias_relu_and_residual(device, tmp_path):
+    """A late CNN layer at batch 1 (NCHW, 3x3 over 32 channels of 5x5): im2col, partial sums, and their sum
+    with bias, residual and relu fused."""
+    g = portable.Graph("conv")
+    x, w, bias, res = g.input((1, 32, 5, 5)), g.input((16, 32, 3, 3)), g.input((16,)), g.input((1, 16, 5, 5))
+    g.output(g.relu(g.add(g.conv2d(x, w, bias, padding=1, layout="NCHW"), res)))
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[2, 2])
+    (tmp_path / "plain").mkdir()
+    plain, _ = compile_and_load(g.to_mlir(), device, tmp_path / "plain", split_k_threads=0, thread_tile=[2, 2])
+    assert len(exe.dispatches) == len(plain.dispatches) + 1
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 32, 5, 5), (16, 32, 3, 3), (16,), (1, 16, 5, 5))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_path):
+    g = portable.Graph("mm")
+    g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 x 64 outputs at 1 per thread: enough
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[1, 1])
     assert len(exe.dispatches) == 1
     g = portable.Graph("gemv")
     g.output(g.matmul(g.input((1, 256)), g.input((256, 64))))
-    exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, gemv_split_threads=0)
+    exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=0)
     assert len(exe.dispatches) == 1

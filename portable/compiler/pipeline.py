@@ -178,7 +178,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         if windows.unroll_small_windows(public_func(module), int(profile.get("window_taps", 0))):
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
-        if split_k.split_gemvs(public_func(module), profile):  # its fills are named ops
+        if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a

@@ -1,6 +1,6 @@
-"""Matrix-vector products (decode: a few rows times a [K, N] weight) split along K into partial sums.
+"""Matmuls with few outputs and a long K split along K into partial sums.
 
-With one output row, a matmul has only N outputs: N/4 threads of 4-wide columns are far too few to keep a GPU's
+Matrix-vector products (decode: a few rows times a [K, N] weight): with one output row, a matmul has only N outputs: N/4 threads of 4-wide columns are far too few to keep a GPU's
 memory busy, and a workgroup per output splitting K across its threads reads the weight column-wise, one
 scalar from each of 256 rows (measured on the H200: 0.13 ms on OpenCL, 0.40 ms on Vulkan for 1x4096 @
 4096x4096, where streaming the 64 MiB takes ~0.02 ms). Split K into S slices instead:
@@ -10,8 +10,12 @@ scalar from each of 256 rows (measured on the H200: 0.13 ms on OpenCL, 0.40 ms o
 
 The first is a batch matmul the register-blocked strategy runs with threads along n (coalesced 4-wide rows of
 the weight, S times more threads); the second a small reduction whose epilogue the consumers fuse into. S is the
-smallest power of two that gives the profile's `gemv_split_threads` column threads, with at least 16 rows per
+smallest power of two that gives the profile's `split_k_threads` column threads, with at least 16 rows per
 slice.
+
+Matmuls with more rows get the same rewrite when their outputs are too few for the device, counting `thread_tile`
+outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3 layer: 512 x 49 outputs over K =
+4608) is 784 threads, each a K loop of 4608 steps, on a GPU that holds 270k.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
-MAX_ROWS = 8  # more output rows than this: the ordinary matmul strategies have outputs enough
+MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save
 
 
@@ -30,9 +34,9 @@ def _dims(amap: ir.AffineMap) -> list[int] | None:
     return [ir.AffineDimExpr(e).position for e in amap.results]
 
 
-def _slices(m: int, n: int, k: int, threads: int) -> int:
+def _slices(outputs: int, per_thread: int, k: int, threads: int) -> int:
     s = 1
-    while (m * n // 4) * s < threads and k % (2 * s) == 0 and k // (2 * s) >= MIN_SLICE:
+    while (outputs // per_thread) * s < threads and k % (2 * s) == 0 and k // (2 * s) >= MIN_SLICE:
         s *= 2
     return s
 
@@ -42,9 +46,10 @@ def _expand(value: ir.Value, groups: list[list[int]], shape: list[int]) -> ir.Va
     return tensor.ExpandShapeOp(ir.RankedTensorType.get(shape, elem), value, groups, [], shape).result
 
 
-def split_gemv(op: ir.Operation, threads: int) -> bool:
-    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] (m <= MAX_ROWS) as partial sums over K
-    slices plus their reduction; False when it does not apply."""
+def split_matmul(op: ir.Operation, threads: int, per_thread: int) -> bool:
+    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] as partial sums over K slices plus their
+    reduction when it has fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector
+    product); False when it does not apply."""
     if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1:
         return False
     if iterator_types(op) != ["parallel", "parallel", "reduction"] or classify(op).kind != "matmul":
@@ -53,9 +58,9 @@ def split_gemv(op: ir.Operation, threads: int) -> bool:
         return False
     a, b, init = list(op.operands)
     (m, k), (_, n) = ir.RankedTensorType(a.type).shape, ir.RankedTensorType(b.type).shape
-    if any(ir.ShapedType.is_dynamic_size(d) for d in (m, n, k)) or m > MAX_ROWS or n % 4:
+    if any(ir.ShapedType.is_dynamic_size(d) for d in (m, n, k)) or (m <= MAX_ROWS and n % 4):
         return False
-    s = _slices(m, n, k, threads)
+    s = _slices(m * n, 4 if m <= MAX_ROWS else per_thread, k, threads)
     if s < 2:
         return False
     out_t = ir.RankedTensorType(init.type)
@@ -88,10 +93,11 @@ def split_gemv(op: ir.Operation, threads: int) -> bool:
     return True
 
 
-def split_gemvs(func_op: ir.Operation, profile: dict) -> int:
-    """Every matrix-vector product of the function, where the profile asks for it (`gemv_split_threads`);
-    returns how many were split."""
-    threads = int(profile.get("gemv_split_threads", 0))
+def split_matmuls(func_op: ir.Operation, profile: dict) -> int:
+    """Every matmul of the function with too few outputs for the profile (`split_k_threads`); returns how many
+    were split."""
+    threads = int(profile.get("split_k_threads", 0))
     if not threads:
         return 0
-    return sum(split_gemv(op.operation, threads) for op in list(func_op.regions[0].blocks[0].operations))
+    tm, tn = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    return sum(split_matmul(op.operation, threads, tm * tn) for op in list(func_op.regions[0].blocks[0].operations))
