@@ -1,9 +1,10 @@
 """Matmuls with few outputs and a long K split along K into partial sums.
 
-Matrix-vector products (decode: a few rows times a [K, N] weight): with one output row, a matmul has only N outputs: N/4 threads of 4-wide columns are far too few to keep a GPU's
-memory busy, and a workgroup per output splitting K across its threads reads the weight column-wise, one
-scalar from each of 256 rows (measured on the H200: 0.13 ms on OpenCL, 0.40 ms on Vulkan for 1x4096 @
-4096x4096, where streaming the 64 MiB takes ~0.02 ms). Split K into S slices instead:
+Matrix-vector products (decode: a few rows times a [K, N] weight): with one output row, a matmul has only N
+outputs: N/4 threads of 4-wide columns are far too few to keep a GPU's memory busy, and a workgroup per output
+splitting K across its threads reads the weight column-wise, one scalar from each of 256 rows (measured on the
+H200: 0.13 ms on OpenCL, 0.40 ms on Vulkan for 1x4096 @ 4096x4096, where streaming the 64 MiB takes ~0.02 ms).
+Split K into S slices instead:
 
     partial[s, m, n] = sum over k of x[m, s, k] * w[s, k, n]      (a batch matmul: one batch per slice)
     out[m, n]        = init[m, n] + sum over s of partial[s, m, n]
@@ -20,12 +21,18 @@ outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3
 
 from __future__ import annotations
 
-from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
+from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save
+# A matmul of more rows splits only this long a K, into slices of MATMUL_MIN_SLICE rows at least: the second
+# kernel costs more than a short K loop (H200, ResNet-50's 56x56 1x1 convolution of K = 64: 17.4 us whole,
+# 26.8 us split in two; K = 256 at 14x14: 35.9 -> 26.1 us; benchmarks/results/h200/session10/layers.json).
+# Only f32 ones: that is what was measured, and f16 matmuls take cooperative matrices where a device has them.
+MATMUL_MIN_K = 256
+MATMUL_MIN_SLICE = 32
 
 
 def _dims(amap: ir.AffineMap) -> list[int] | None:
@@ -34,11 +41,88 @@ def _dims(amap: ir.AffineMap) -> list[int] | None:
     return [ir.AffineDimExpr(e).position for e in amap.results]
 
 
-def _slices(outputs: int, per_thread: int, k: int, threads: int) -> int:
+def _slices(outputs: int, per_thread: int, k: int, threads: int, min_slice: int) -> int:
     s = 1
-    while (outputs // per_thread) * s < threads and k % (2 * s) == 0 and k // (2 * s) >= MIN_SLICE:
+    while (outputs // per_thread) * s < threads and k % (2 * s) == 0 and k // (2 * s) >= min_slice:
         s *= 2
     return s
+
+
+def _accumulates(op: ir.Operation) -> bool:
+    """The body yields out + f(in0, in1) with a multiplication in f: a sum over the reduction of anything of
+    the two operands (the mean's division a fused producer leaves on an input stays per element)."""
+    block = op.regions[0].blocks[0]
+    out = block.arguments[2]
+    ops = list(block.operations)
+    value = ops[-1].operands[0] if len(ops[-1].operands) == 1 else None
+    if not isinstance(value, ir.OpResult) or value.owner.name not in ("arith.addf", "arith.addi"):
+        return False
+    if out not in list(value.owner.operands) or len(list(out.uses)) != 1:
+        return False
+    return any(o.name in ("arith.mulf", "arith.muli") for o in ops)
+
+
+def _unit_groups(shape: list[int]) -> list[list[int]]:
+    """Reassociation dropping the unit dims of `shape`: each joins the next non-unit dim (trailing ones the
+    last)."""
+    groups, pending = [], []
+    for i, d in enumerate(shape):
+        pending.append(i)
+        if d != 1:
+            groups.append(pending)
+            pending = []
+    if groups:
+        groups[-1].extend(pending)
+    return groups
+
+
+def _as_2d(value: ir.Value, shape2d: list[int]) -> ir.Value:
+    """`value` (the same non-unit dims as `shape2d`) as `shape2d`."""
+    t = ir.RankedTensorType(value.type)
+    shape = list(t.shape)
+    if shape == shape2d:
+        return value
+    groups = _unit_groups(shape)
+    kept = [max(shape[i] for i in g) for g in groups]
+    if len(groups) != len(shape):
+        value = tensor.CollapseShapeOp(ir.RankedTensorType.get(kept, t.element_type), value, groups).result
+    if len(kept) == 1:
+        value = _expand(value, [[0, 1]], shape2d)
+    return value
+
+
+def _from_2d(value: ir.Value, like: ir.RankedTensorType) -> ir.Value:
+    """[m, n] (m possibly 1) back to the shape `like`, which has the same non-unit dims."""
+    shape = list(like.shape)
+    groups = _unit_groups(shape)
+    if len(groups) == 1:
+        value = tensor.CollapseShapeOp(ir.RankedTensorType.get([max(shape)], like.element_type), value,
+                                       [[0, 1]]).result
+    if len(groups) != len(shape):
+        value = _expand(value, groups, shape)
+    return value
+
+
+def _matmul_form(op: ir.Operation) -> tuple[int, int, int] | None:
+    """(m, k, n) when `op` is a matmul [m, k] x [k, n] -> [m, n] up to unit loops (m may be such a loop: a
+    flattened pooling's matrix-vector product keeps its batch and pixel dims of 1), else None."""
+    if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1 or not _accumulates(op):
+        return None
+    ranges = loop_ranges(op)
+    dims = [_dims(mp) for mp in indexing_maps(op)]
+    if ranges is None or any(d is None for d in dims):
+        return None
+    its = iterator_types(op)
+    ks = [i for i, r in enumerate(ranges) if r != 1 and its[i] == "reduction"]
+    if len(ks) != 1:
+        return None
+    x, w, out = ([d for d in ds if ranges[d] != 1] for ds in dims)
+    (k,) = ks
+    if len(out) == 2 and x == [out[0], k] and w == [k, out[1]]:
+        return ranges[out[0]], ranges[k], ranges[out[1]]
+    if len(out) == 1 and x == [k] and w == [k, out[0]]:
+        return 1, ranges[k], ranges[out[0]]
+    return None
 
 
 def _expand(value: ir.Value, groups: list[list[int]], shape: list[int]) -> ir.Value:
@@ -47,26 +131,25 @@ def _expand(value: ir.Value, groups: list[list[int]], shape: list[int]) -> ir.Va
 
 
 def split_matmul(op: ir.Operation, threads: int, per_thread: int) -> bool:
-    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] as partial sums over K slices plus their
-    reduction when it has fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector
-    product); False when it does not apply."""
-    if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1:
+    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] (up to unit loops) as partial sums over K
+    slices plus their reduction when it has fewer than `threads` threads (`per_thread` outputs each; 4-wide
+    columns for a matrix-vector product); False when it does not apply."""
+    form = _matmul_form(op)
+    if form is None:
         return False
-    if iterator_types(op) != ["parallel", "parallel", "reduction"] or classify(op).kind != "matmul":
+    m, k, n = form
+    gemv = m <= MAX_ROWS
+    f32 = all(ir.RankedTensorType(v.type).element_type == ir.F32Type.get() for v in op.operands)
+    if (gemv and n % 4) or (not gemv and (k < MATMUL_MIN_K or not f32)):
         return False
-    if [_dims(mp) for mp in indexing_maps(op)] != [[0, 2], [2, 1], [0, 1]]:
-        return False
-    a, b, init = list(op.operands)
-    (m, k), (_, n) = ir.RankedTensorType(a.type).shape, ir.RankedTensorType(b.type).shape
-    if any(ir.ShapedType.is_dynamic_size(d) for d in (m, n, k)) or (m <= MAX_ROWS and n % 4):
-        return False
-    s = _slices(m * n, 4 if m <= MAX_ROWS else per_thread, k, threads)
+    s = _slices(m * n, 4 if gemv else per_thread, k, threads, MIN_SLICE if gemv else MATMUL_MIN_SLICE)
     if s < 2:
         return False
-    out_t = ir.RankedTensorType(init.type)
+    out_t = ir.RankedTensorType(op.operands[2].type)
     elem = out_t.element_type
     d = [ir.AffineDimExpr.get(i) for i in range(4)]  # loops (s, m, n, k) of the partial sums
     with ir.InsertionPoint(op), op.location:
+        a, b, init = (_as_2d(v, sh) for v, sh in zip(op.operands, ([m, k], [k, n], [m, n])))
         x = _expand(a, [[0], [1, 2]], [m, s, k // s])
         w = _expand(b, [[0, 1], [2]], [s, k // s, n])
         zero = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
@@ -79,7 +162,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int) -> bool:
     e = [ir.AffineDimExpr.get(i) for i in range(3)]  # loops (m, n, s) of the reduction
     with ir.InsertionPoint(op), op.location:
         total = linalg.GenericOp(
-            [out_t], [partial.results[0]], [init],
+            [ir.RankedTensorType.get([m, n], elem)], [partial.results[0]], [init],
             ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, [e[2], e[0], e[1]])),
                               ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, [e[0], e[1]]))]),
             ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
@@ -88,7 +171,9 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int) -> bool:
     with ir.InsertionPoint(body), op.location:
         add = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
         linalg.YieldOp([add.result])
-    op.results[0].replace_all_uses_with(total.results[0])
+    with ir.InsertionPoint(op), op.location:
+        result = _from_2d(total.results[0], out_t) if list(out_t.shape) != [m, n] else total.results[0]
+    op.results[0].replace_all_uses_with(result)
     op.erase()
     return True
 
