@@ -80,7 +80,7 @@ def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_pat
     exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[1, 1])
     assert len(exe.dispatches) == 1
     g = portable.Graph("mm")
-    g.output(g.matmul(g.input((16, 128)), g.input((128, 16))))  # too few outputs, but K too short to pay
+    g.output(g.matmul(g.input((16, 64)), g.input((64, 16))))  # too few outputs, but K too short to pay
     exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096)
     assert len(exe.dispatches) == 1
     g = portable.Graph("gemv")

@@ -28,10 +28,11 @@ from .rewrites import rebuild_generic
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save
 # A matmul of more rows splits only this long a K, into slices of MATMUL_MIN_SLICE rows at least: the second
-# kernel costs more than a short K loop (H200, ResNet-50's 56x56 1x1 convolution of K = 64: 17.4 us whole,
-# 26.8 us split in two; K = 256 at 14x14: 35.9 -> 26.1 us; benchmarks/results/h200/session10/layers.json).
-# Only f32 ones: that is what was measured, and f16 matmuls take cooperative matrices where a device has them.
-MATMUL_MIN_K = 256
+# kernel costs more than a short K loop. H200, ResNet-50's batch-1 1x1 convolutions, whole -> split, device clock
+# (benchmarks/results/h200/session10/layers_min_k.json): K = 64 at 56x56 17.3 -> 17.9-23.5 us Vulkan, 16.8 ->
+# 19.7-20.6 us OpenCL; K = 128 at 28x28 37.6-41.3 -> 28.6-30.0 us, 22.8-23.5 -> 19.6-20.1 us.
+# Only f32 ones: that is what was measured, and f16 ones take cooperative matrices where a device has them.
+MATMUL_MIN_K = 128
 MATMUL_MIN_SLICE = 32
 
 
