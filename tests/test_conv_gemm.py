@@ -145,6 +145,21 @@ def test_depthwise_stays_direct(device):
     assert count == 2  # the pad and the direct convolution with its epilogue
 
 
+@pytest.mark.parametrize("fill", [0, 4096])
+def test_depthwise_tiles_shrink_to_fill_the_device(device, fill):
+    """A late depthwise layer at batch 1 (7x7, 32 channels): 8x4 outputs per thread leave 64 threads; under
+    `fill_threads` each thread takes fewer (one each, 1568 outputs being under 4096), same answer."""
+    model, feeds, ref = conv_model(1, 32, 7, 7, 32, 3, pad=1, group=32)
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), thread_tile=[8, 4], fill_threads=fill)
+    exe = compile_module(onnx_to_mlir(model), opts, (live.info.api,))
+    conv = exe.dispatches[-1]
+    threads = int(np.prod(conv.grid)) * int(np.prod(exe.kernels[conv.kernel].workgroup_size))
+    assert threads >= 1568 if fill else threads < 1568 // 8
+    (out,), _ = _run(model, feeds, device, thread_tile=[8, 4], fill_threads=fill)
+    _check(out, ref)
+
+
 @pytest.mark.parametrize("limit", [0, 1024])
 def test_direct_fallback(device, limit):
     """No im2col on the profile (0), or a patch matrix over its limit: the direct convolution, same answer; a

@@ -100,7 +100,7 @@ def test_read_only_buffer_sharing_a_written_buffers_block_type_gets_its_own():
     g = portable.Graph("matmul_residual")
     x, w, r = g.input((64, 1024)), g.input((1024, 384)), g.input((64, 384))
     g.output(g.add(g.matmul(x, w), r))
-    exe = compile_module(g.to_mlir(), dict(NVIDIA, split_k_threads=0), ("vulkan",))  # one kernel, not split_k.py's two
+    exe = compile_module(g.to_mlir(), dict(NVIDIA, fill_threads=0), ("vulkan",))  # one kernel, not split_k.py's two
     (kernel,) = exe.kernels
     (d,) = exe.dispatches
     text = disassemble(kernel.spirv)

@@ -14,7 +14,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
     g = portable.Graph("gemv")
     x, w, r = g.input((m, k)), g.input((k, n)), g.input((m, n))
     g.output(g.add(g.matmul(x, w), r))
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096)
     assert len(exe.dispatches) == 2  # partial sums, then their reduction with the epilogue fused
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n))]
@@ -24,7 +24,7 @@ def test_gemv_split_along_k_with_residual(device, tmp_path, m, k, n):
 def test_gemv_f16_weights_accumulate_in_f32(device, tmp_path):
     """f16 operands, f32 accumulation and result (MLIR text: the Graph's matmul keeps its operand type)."""
     text = matmul_mlir(1, 512, 128, "f16", "f32")
-    exe, loaded = compile_and_load(text, device, tmp_path, split_k_threads=4096)
+    exe, loaded = compile_and_load(text, device, tmp_path, fill_threads=4096)
     assert len(exe.dispatches) == 2
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((1, 512)).astype(np.float16), rng.standard_normal((512, 128)).astype(np.float16)
@@ -38,7 +38,7 @@ def test_matmul_with_few_outputs_split_along_k(device, tmp_path):
     g = portable.Graph("mm")
     a, b = g.input((24, 512)), g.input((512, 20))
     g.output(g.relu(g.matmul(a, b)))
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[2, 2])
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096, thread_tile=[2, 2])
     assert len(exe.dispatches) == 2
     assert 16 * 24 * 20 * 4 in {exe.slots[s].nbytes for s in exe.dispatches[0].slots}  # the partial sums
     rng = np.random.default_rng(4)
@@ -52,9 +52,9 @@ def test_batch1_conv_split_along_k_keeps_bias_relu_and_residual(device, tmp_path
     g = portable.Graph("conv")
     x, w, bias, res = g.input((1, 32, 5, 5)), g.input((16, 32, 3, 3)), g.input((16,)), g.input((1, 16, 5, 5))
     g.output(g.relu(g.add(g.conv2d(x, w, bias, padding=1, layout="NCHW"), res)))
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[2, 2])
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096, thread_tile=[2, 2])
     (tmp_path / "plain").mkdir()
-    plain, _ = compile_and_load(g.to_mlir(), device, tmp_path / "plain", split_k_threads=0, thread_tile=[2, 2])
+    plain, _ = compile_and_load(g.to_mlir(), device, tmp_path / "plain", fill_threads=0, thread_tile=[2, 2])
     assert len(exe.dispatches) == len(plain.dispatches) + 1
     rng = np.random.default_rng(6)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 32, 5, 5), (16, 32, 3, 3), (16,), (1, 16, 5, 5))]
@@ -67,7 +67,7 @@ def test_pooled_classifier_head_split_along_k(device, tmp_path):
     g = portable.Graph("head")
     x, w, b = g.input((1, 64, 3, 3)), g.input((64, 40)), g.input((40,))
     g.output(g.add(g.matmul(g.reshape(g.mean(x, axis=(2, 3), keepdims=True), (1, 64)), w), b))
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096)
     assert 4 * 40 * 4 in {exe.slots[s].nbytes for d in exe.dispatches for s in d.slots}  # 4 slices of 16 rows
     rng = np.random.default_rng(8)
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 64, 3, 3), (64, 40), (40,))]
@@ -77,13 +77,13 @@ def test_pooled_classifier_head_split_along_k(device, tmp_path):
 def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_path):
     g = portable.Graph("mm")
     g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 x 64 outputs at 1 per thread: enough
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096, thread_tile=[1, 1])
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096, thread_tile=[1, 1])
     assert len(exe.dispatches) == 1
     g = portable.Graph("mm")
     g.output(g.matmul(g.input((16, 64)), g.input((64, 16))))  # too few outputs, but K too short to pay
-    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=4096)
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=4096)
     assert len(exe.dispatches) == 1
     g = portable.Graph("gemv")
     g.output(g.matmul(g.input((1, 256)), g.input((256, 64))))
-    exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, split_k_threads=0)
+    exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=0)
     assert len(exe.dispatches) == 1

@@ -11,7 +11,7 @@ Split K into S slices instead:
 
 The first is a batch matmul the register-blocked strategy runs with threads along n (coalesced 4-wide rows of
 the weight, S times more threads); the second a small reduction whose epilogue the consumers fuse into. S is the
-smallest power of two that gives the profile's `split_k_threads` column threads, with at least 16 rows per
+smallest power of two that gives the profile's `fill_threads` column threads, with at least 16 rows per
 slice.
 
 Matmuls with more rows get the same rewrite when their outputs are too few for the device, counting `thread_tile`
@@ -30,9 +30,10 @@ MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost 
 # A matmul of more rows splits only this long a K, into slices of MATMUL_MIN_SLICE rows at least: the second
 # kernel costs more than a short K loop. H200, ResNet-50's batch-1 1x1 convolutions, whole -> split, device clock
 # (benchmarks/results/h200/session10/layers_min_k.json): K = 64 at 56x56 17.3 -> 17.9-23.5 us Vulkan, 16.8 ->
-# 19.7-20.6 us OpenCL; K = 128 at 28x28 37.6-41.3 -> 28.6-30.0 us, 22.8-23.5 -> 19.6-20.1 us.
+# 19.7-20.6 us OpenCL; K = 128 at 28x28 37.6-41.3 -> 28.6-30.0 us, 22.8-23.5 -> 19.6-20.1 us; MobileNetV2's K = 96
+# at 14x14 (3528 threads) 20.5-25.1 -> 14.6-16.1 us Vulkan, 23.8-24.7 -> 14.5-16.3 us OpenCL (mnv2_variants_*.json).
 # Only f32 ones: that is what was measured, and f16 ones take cooperative matrices where a device has them.
-MATMUL_MIN_K = 128
+MATMUL_MIN_K = 96
 MATMUL_MIN_SLICE = 32
 
 
@@ -180,9 +181,9 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int) -> bool:
 
 
 def split_matmuls(func_op: ir.Operation, profile: dict) -> int:
-    """Every matmul of the function with too few outputs for the profile (`split_k_threads`); returns how many
+    """Every matmul of the function with too few outputs for the profile (`fill_threads`); returns how many
     were split."""
-    threads = int(profile.get("split_k_threads", 0))
+    threads = int(profile.get("fill_threads", 0))
     if not threads:
         return 0
     tm, tn = (int(v) for v in profile.get("thread_tile", (4, 4)))

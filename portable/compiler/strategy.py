@@ -6,6 +6,7 @@ the number of threads that share that tile. Threads of one workgroup take contig
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .linalg_info import OpKind
@@ -180,6 +181,8 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         if kind.kind == "matmul" and profile.get("matmul_short_rows_widen") and rows < tm:
             # Fewer rows than the thread tile (a matrix-vector product): the spare accumulators take columns.
             per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
+        if kind.kind == "conv":
+            _fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)))
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
         rows = int(profile.get("elementwise_rows_per_thread", 1))
@@ -361,6 +364,18 @@ def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: 
         tile[d] = 1
     rows = per[par[-2]] if len(par) >= 2 else 1
     return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
+
+
+def _fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int) -> None:
+    """Halve a direct convolution's per-thread tile (its larger side first) while it leaves fewer than `fill`
+    threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs each
+    (matmuls split along K instead, compiler/split_k.py)."""
+    def threads() -> int:
+        return math.prod(-(-kind.ranges[d] // per_thread[d]) for d in par)
+
+    while fill and threads() < fill and per_thread[par[-2]] * per_thread[par[-1]] > 1:
+        d = par[-2] if per_thread[par[-2]] >= per_thread[par[-1]] else par[-1]
+        per_thread[d] //= 2
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -1,14 +1,15 @@
-"""ResNet-50 on a GPU host that has no MLIR, against PyTorch there on the same weights.
+"""A CNN (ResNet-50 or MobileNetV2) on a GPU host that has no MLIR, against PyTorch there on the same weights.
 
-    python benchmarks/resnet50_gpu.py export .r50 [--hw 224]     # here: ONNX -> one package (vulkan + opencl)
-    python benchmarks/resnet50_gpu.py run .r50 --out r50.json     # GPU host: portable per API vs PyTorch eager
+    python benchmarks/cnn_gpu.py export .r50 [--model resnet50|mobilenetv2] [--hw 224]  # here: ONNX -> package
+    python benchmarks/cnn_gpu.py run .r50 --out r50.json     # GPU host: portable per API vs PyTorch eager
 
-What travels to the GPU host is limited (64 MiB), and ResNet-50's f32 weights are 98 MiB of incompressible
-noise. So the exported network's weights are put on a per-tensor grid of 15 levels (w = k * scale, k in
--7..7) after BatchNorm folding: still f32 tensors and the same kernels and memory traffic, but the package
-compresses to a fraction. The codes travel as int8 with one f32 scale per tensor; the GPU host rebuilds the
-exact f32 weights (k * scale is exact in f32) for PyTorch, which runs the ONNX graph eagerly op by op
-(F.conv2d with cuDNN, TF32 off). Outputs are compared between portable and PyTorch before timing.
+The package holds kernels for vulkan:nvidia and opencl:nvidia. What travels to the GPU host is limited (64 MiB),
+and ResNet-50's f32 weights are 98 MiB of incompressible noise. So the exported network's weights are put on a
+per-tensor grid of 15 levels (w = k * scale, k in -7..7) after BatchNorm folding: still f32 tensors and the same
+kernels and memory traffic, but the package compresses to a fraction. The codes travel as int8 with one f32 scale
+per tensor; the GPU host rebuilds the exact f32 weights (k * scale is exact in f32) for PyTorch, which runs the
+ONNX graph eagerly op by op (F.conv2d with cuDNN, TF32 off). Outputs are compared between portable and PyTorch
+before timing.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def quantize_initializers(m) -> dict[str, tuple[np.ndarray, np.float32]]:
     return codes
 
 
-def export(out: Path, hw: int) -> None:
+MODELS = {"resnet50": "ResNet-50", "mobilenetv2": "MobileNetV2 1.0"}
+
+
+def export(out: Path, hw: int, model_name: str = "resnet50") -> None:
     import onnx
     import torch  # noqa: F401 - the model is built and exported with PyTorch
 
@@ -53,7 +57,8 @@ def export(out: Path, hw: int) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     shape = (1, 3, hw, hw)
-    model = cv.calibrate_batchnorm(cv.init_weights(cv.resnet50()), shape, seed=1, batches=2, batch=4)
+    net = cv.resnet50() if model_name == "resnet50" else cv.MobileNetV2()
+    model = cv.calibrate_batchnorm(cv.init_weights(net), shape, seed=1, batches=2, batch=4)
     path = cv.export_onnx(model, shape, out / "full.onnx")
     m = onnx.load(str(path))
     codes = quantize_initializers(m)
@@ -64,10 +69,10 @@ def export(out: Path, hw: int) -> None:
     del graph.graph.initializer[:]  # the structure only: the host rebuilds the weights from weights.npz
     onnx.save(graph, str(out / "graph.onnx"))
     t = time.perf_counter()
-    package.build(str(out / "full.onnx"), ["vulkan:nvidia", "opencl:nvidia"], out / "resnet50.ptpk")
+    package.build(str(out / "full.onnx"), ["vulkan:nvidia", "opencl:nvidia"], out / f"{model_name}.ptpk")
     print(f"compiled in {time.perf_counter() - t:.0f} s")
     (out / "full.onnx").unlink()
-    (out / "meta.json").write_text(json.dumps({"input_shape": shape, "levels": LEVELS,
+    (out / "meta.json").write_text(json.dumps({"model": model_name, "input_shape": shape, "levels": LEVELS,
                                                 "portable": portable.__version__}))
     for f in sorted(out.iterdir()):
         print(f"{f.name}: {f.stat().st_size / 2**20:.1f} MiB")
@@ -81,16 +86,21 @@ def _attrs(node) -> dict:
 
 
 def torch_runner(graph_path: Path, weights_path: Path, device: str):
-    """A function running the ONNX graph eagerly with torch ops on `device` (the ops ResNet-50 exports to)."""
+    """A function running the ONNX graph eagerly with torch ops on `device` (the ops ResNet-50 and MobileNetV2
+    export to)."""
     import onnx
     import torch
     import torch.nn.functional as F
+    from onnx import numpy_helper
 
     g = onnx.load(str(graph_path)).graph
     z = np.load(weights_path)
     names = {k.rsplit(".", 1)[0] for k in z.files}
     weights = {n: torch.from_numpy(z[f"{n}.codes"].astype(np.float32) * z[f"{n}.scale"]).to(device) for n in names}
-    nodes = [(n.op_type, list(n.input), list(n.output), _attrs(n)) for n in g.node]
+    nodes = [(n.op_type, list(n.input), list(n.output), _attrs(n)) for n in g.node if n.op_type != "Constant"]
+    # Constants up front, on the device: nothing is copied from the host while a CUDA graph is captured.
+    consts = {n.output[0]: numpy_helper.to_array(_attrs(n)["value"]).copy() for n in g.node if n.op_type == "Constant"}
+    weights.update({k: torch.from_numpy(v).to(device) for k, v in consts.items()})
     inp, outp = g.input[0].name, g.output[0].name
 
     def conv(x, w, b, a):
@@ -116,6 +126,11 @@ def torch_runner(graph_path: Path, weights_path: Path, device: str):
                 r = F.max_pool2d(v[0], tuple(a["kernel_shape"]), tuple(a.get("strides", [1, 1])), tuple(p[:2]))
             elif op == "GlobalAveragePool":
                 r = v[0].mean(dim=(2, 3), keepdim=True)
+            elif op == "ReduceMean":
+                axes = a.get("axes") or [int(i) for i in consts[ins[1]]]
+                r = v[0].mean(dim=tuple(axes), keepdim=bool(a.get("keepdims", 1)))
+            elif op == "Clip":
+                r = torch.clamp(v[0], v[1] if len(v) > 1 else None, v[2] if len(v) > 2 else None)
             elif op == "Flatten":
                 r = torch.flatten(v[0], a.get("axis", 1))
             elif op == "Gemm":
@@ -151,7 +166,8 @@ def run(src: Path, out: Path, iters: int, devices: list[str]) -> None:
 
     meta = json.loads((src / "meta.json").read_text())
     x = np.random.default_rng(0).standard_normal(meta["input_shape"], dtype=np.float32)
-    res: dict = {"model": "ResNet-50 (models/cv.py, BatchNorm folded, weights on a 15-level grid)",
+    name = meta.get("model", "resnet50")
+    res: dict = {"model": f"{MODELS[name]} (models/cv.py, BatchNorm folded, weights on a 15-level grid)",
                  "input_shape": meta["input_shape"], "iters": iters, "results": {}}
     ref = None
     try:
@@ -184,12 +200,41 @@ def run(src: Path, out: Path, iters: int, devices: list[str]) -> None:
                                                     "device_median_ms": statistics.median(dev),
                                                     "torch": torch.__version__}
             print(f"pytorch eager: {statistics.median(t):.2f} ms (device {statistics.median(dev):.2f} ms)")
+            # At batch 1 eager PyTorch is bound by launching its ops one by one from Python; a CUDA graph of the
+            # same ops replays cuDNN's kernels without that: the peer's kernels alone.
+            try:
+                with torch.no_grad():
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        for _ in range(3):
+                            fn(xt)
+                    torch.cuda.current_stream().wait_stream(side)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        yg = fn(xt)
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    gerr = float(np.abs(yg.cpu().numpy() - ref).max() / (np.abs(ref).max() + 1e-12))
+
+                    def replay():
+                        graph.replay()
+                        torch.cuda.synchronize()
+
+                    _settle(replay)
+                    tg = _time(replay, iters)
+                res["results"]["pytorch-cuda-graph"] = {"median_ms": statistics.median(tg), "min_ms": min(tg),
+                                                        "max_rel_err_vs_eager": gerr, "torch": torch.__version__}
+                print(f"pytorch CUDA graph: {statistics.median(tg):.2f} ms")
+            except Exception as e:  # noqa: BLE001 - the eager figure stands without it
+                res["results"]["pytorch-cuda-graph"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                print(f"pytorch CUDA graph: {type(e).__name__}: {e}")
     except ImportError:
         res["results"]["pytorch-cuda-eager"] = {"skipped": "torch not installed"}
     for dev in devices:
         try:
             t0 = time.perf_counter()
-            exe = portable.load(src / "resnet50.ptpk", device=dev)
+            exe = portable.load(src / f"{name}.ptpk", device=dev)
             y, = exe(x)
             load_s = time.perf_counter() - t0
             err = None if ref is None else float(np.abs(y - ref).max() / (np.abs(ref).max() + 1e-12))
@@ -213,6 +258,7 @@ def main(argv=None) -> int:
     e = sub.add_parser("export")
     e.add_argument("dir", type=Path)
     e.add_argument("--hw", type=int, default=224)
+    e.add_argument("--model", choices=sorted(MODELS), default="resnet50")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--out", type=Path, required=True)
@@ -220,7 +266,7 @@ def main(argv=None) -> int:
     r.add_argument("--device", default="vulkan:0,opencl:0")
     a = ap.parse_args(argv)
     if a.cmd == "export":
-        export(a.dir, a.hw)
+        export(a.dir, a.hw, a.model)
     else:
         run(a.dir, a.out, a.iters, a.device.split(","))
     return 0
