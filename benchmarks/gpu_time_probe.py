@@ -14,7 +14,8 @@ Inputs are the bench's own (same seeds); outputs are not checked here (the bench
 
 Given a package (`portable compile` / package.build) or a saved executable instead of a directory, it times each
 dispatch of one run of its plan, a barrier between every two: a timestamp after each (Vulkan; the time between
-two is the later dispatch with the barrier before it) or its event's START..END (OpenCL). Random inputs.
+two is the later dispatch with the barrier before it) or its event's START..END (OpenCL). Random float inputs,
+integer ones zero.
 """
 
 from __future__ import annotations
@@ -44,18 +45,20 @@ def _bind(exe, backend, inputs):
     return plan, list(bufs.values())
 
 
-def _vulkan_times(backend, plan, repeats: int, barriers_between: bool) -> list[float]:
-    """ms per plan from timestamps around `repeats` plans in one command buffer, for 5 submissions after
-    SETTLE_S of the same."""
+def _vulkan_timestamps(backend, plan, repeats: int, barriers_between: bool, each: bool) -> list[list[float]]:
+    """For 5 submissions after SETTLE_S of the same, the ms between consecutive timestamps of one command buffer:
+    around `repeats` plans (one figure, per plan), or with `each` after every dispatch of one plan (a barrier
+    between every two)."""
     from portable.runtime_vk import commands
     from portable.runtime_vk._vk import vk
 
     dev = backend._own.device
     h = dev.handle
     period = vk.vkGetPhysicalDeviceProperties(dev.pd.handle).limits.timestampPeriod  # ns per tick
+    queries = len(plan) + 1 if each else 2
     pool = vk.vkCreateCommandPool(h, vk.VkCommandPoolCreateInfo(queueFamilyIndex=dev.family), None)
-    qpool = vk.vkCreateQueryPool(h, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2),
-                                 None)
+    qpool = vk.vkCreateQueryPool(h, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                                             queryCount=queries), None)
     layouts = [lk.set_layout for lk, *_ in plan if lk.set_layout is not None] * repeats
     count = max(1, sum(len(b) for lk, b, *_ in plan if lk.set_layout is not None) * repeats)
     dpool = vk.vkCreateDescriptorPool(h, vk.VkDescriptorPoolCreateInfo(maxSets=max(1, len(layouts)), pPoolSizes=[
@@ -68,13 +71,22 @@ def _vulkan_times(backend, plan, repeats: int, barriers_between: bool) -> list[f
         cmd = vk.vkAllocateCommandBuffers(h, vk.VkCommandBufferAllocateInfo(
             commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=0))
-        vk.vkCmdResetQueryPool(cmd, qpool, 0, 2)
+        vk.vkCmdResetQueryPool(cmd, qpool, 0, queries)
         commands.barrier_after_earlier_work(cmd)
         vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qpool, 0)
         items = [(lk, grid, commands.pack_push_constants(push) if push else None) for lk, _, grid, push in plan]
-        before = ([True] * len(plan)) if barriers_between else ([False] + [True] * (len(plan) - 1))
-        commands.record_dispatches(cmd, items * repeats, sets, before * repeats, after_earlier_work=False)
-        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool, 1)
+        if each:
+            it = iter(sets)
+            for i, (item, (lk, *_)) in enumerate(zip(items, plan)):
+                if i:
+                    commands.barrier_between_dispatches(cmd)
+                commands.record_dispatches(cmd, [item], [next(it)] if lk.set_layout is not None else [],
+                                           after_earlier_work=False)
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool, i + 1)
+        else:
+            before = ([True] * len(plan)) if barriers_between else ([False] + [True] * (len(plan) - 1))
+            commands.record_dispatches(cmd, items * repeats, sets, before * repeats, after_earlier_work=False)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool, 1)
         vk.vkEndCommandBuffer(cmd)
         runs = []
         t0 = time.perf_counter()
@@ -84,73 +96,27 @@ def _vulkan_times(backend, plan, repeats: int, barriers_between: bool) -> list[f
             vk.vkWaitForFences(h, 1, [fence], vk.VK_TRUE, 60_000_000_000)
             if time.perf_counter() - t0 < SETTLE_S:
                 continue
-            data = vk.ffi.new("uint64_t[2]")
-            vk.vkGetQueryPoolResults(h, qpool, 0, 2, 16, data, 8,
+            data = vk.ffi.new(f"uint64_t[{queries}]")
+            vk.vkGetQueryPoolResults(h, qpool, 0, queries, 8 * queries, data, 8,
                                      vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-            runs.append((data[1] - data[0]) * period / 1e6 / repeats)
+            runs.append([(data[i + 1] - data[i]) * period / 1e6 / (1 if each else repeats)
+                         for i in range(queries - 1)])
         return runs
     finally:
         vk.vkDestroyFence(h, fence, None)
         vk.vkDestroyDescriptorPool(h, dpool, None)
         vk.vkDestroyQueryPool(h, qpool, None)
         vk.vkDestroyCommandPool(h, pool, None)
+
+
+def _vulkan_times(backend, plan, repeats: int, barriers_between: bool) -> list[float]:
+    """ms per plan from timestamps around `repeats` plans in one command buffer, for 5 submissions."""
+    return [r[0] for r in _vulkan_timestamps(backend, plan, repeats, barriers_between, each=False)]
 
 
 def _vulkan_dispatch_times(backend, plan) -> list[list[float]]:
-    """ms per dispatch of one plan, a timestamp after each and a barrier between every two; 5 runs after
-    SETTLE_S of the same."""
-    from portable.runtime_vk import commands
-    from portable.runtime_vk._vk import vk
-
-    dev = backend._own.device
-    h = dev.handle
-    period = vk.vkGetPhysicalDeviceProperties(dev.pd.handle).limits.timestampPeriod
-    n = len(plan)
-    pool = vk.vkCreateCommandPool(h, vk.VkCommandPoolCreateInfo(queueFamilyIndex=dev.family), None)
-    qpool = vk.vkCreateQueryPool(h, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
-                                                             queryCount=n + 1), None)
-    layouts = [lk.set_layout for lk, *_ in plan if lk.set_layout is not None]
-    count = max(1, sum(len(b) for lk, b, *_ in plan if lk.set_layout is not None))
-    dpool = vk.vkCreateDescriptorPool(h, vk.VkDescriptorPoolCreateInfo(maxSets=max(1, len(layouts)), pPoolSizes=[
-        vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=count)]), None)
-    fence = vk.vkCreateFence(h, vk.VkFenceCreateInfo(), None)
-    try:
-        sets = list(vk.vkAllocateDescriptorSets(h, vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=dpool, pSetLayouts=layouts))) if layouts else []
-        commands.write_sets(dev, [(lk, b) for lk, b, *_ in plan], sets)
-        cmd = vk.vkAllocateCommandBuffers(h, vk.VkCommandBufferAllocateInfo(
-            commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=0))
-        vk.vkCmdResetQueryPool(cmd, qpool, 0, n + 1)
-        commands.barrier_after_earlier_work(cmd)
-        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qpool, 0)
-        it = iter(sets)
-        for i, (lk, _, grid, push) in enumerate(plan):
-            if i:
-                commands.barrier_between_dispatches(cmd)
-            own = [next(it)] if lk.set_layout is not None else []
-            commands.record_dispatches(cmd, [(lk, grid, commands.pack_push_constants(push) if push else None)],
-                                       own, after_earlier_work=False)
-            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool, i + 1)
-        vk.vkEndCommandBuffer(cmd)
-        runs = []
-        t0 = time.perf_counter()
-        while len(runs) < 5:
-            vk.vkResetFences(h, 1, [fence])
-            vk.vkQueueSubmit(dev.compute.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cmd])], fence)
-            vk.vkWaitForFences(h, 1, [fence], vk.VK_TRUE, 60_000_000_000)
-            if time.perf_counter() - t0 < SETTLE_S:
-                continue
-            data = vk.ffi.new(f"uint64_t[{n + 1}]")
-            vk.vkGetQueryPoolResults(h, qpool, 0, n + 1, 8 * (n + 1), data, 8,
-                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-            runs.append([(data[i + 1] - data[i]) * period / 1e6 for i in range(n)])
-        return runs
-    finally:
-        vk.vkDestroyFence(h, fence, None)
-        vk.vkDestroyDescriptorPool(h, dpool, None)
-        vk.vkDestroyQueryPool(h, qpool, None)
-        vk.vkDestroyCommandPool(h, pool, None)
+    """ms per dispatch of one plan, a timestamp after each and a barrier between every two; 5 runs."""
+    return _vulkan_timestamps(backend, plan, 1, True, each=True)
 
 
 def _opencl_events(queue, plan) -> list:
@@ -242,7 +208,9 @@ def profile_dispatches(path: Path, device: str, out: Path) -> None:
     if any(d.offsets for d in exe.dispatches):
         raise SystemExit(f"{path}: a plan with chunked dispatches (bound ranges of a slot) is not timed here")
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in exe.inputs]
+    # Floats random; integers (token ids, positions) zero, a valid index for any gather.
+    inputs = [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f" else
+              np.zeros(s.shape, s.dtype) for s in exe.inputs]
     plan, bufs = _bind(exe, live.backend, inputs)
     try:
         runs = (_vulkan_dispatch_times if live.info.api == "vulkan" else _opencl_dispatch_times)(live.backend, plan)

@@ -74,6 +74,23 @@ def test_pooled_classifier_head_split_along_k(device, tmp_path):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("fill", [0, 4096])
+def test_decode_head_with_fused_norm_split_along_k(device, tmp_path, fill):
+    """RMSNorm then the vocabulary projection (a decoder's last step): the norm's row scale and weight fuse into
+    the matrix-vector product as two more inputs. Split, the norm becomes a kernel of its own over the row and
+    the product a plain one over it; same logits either way."""
+    g = portable.Graph("head")
+    x, gamma, w = g.input((1, 96)), g.input((96,)), g.input((96, 64))
+    scale = g.rsqrt(g.add(g.mean(g.mul(x, x), axis=-1, keepdims=True), 1e-5))
+    g.output(g.matmul(g.mul(g.mul(x, scale), gamma), w))
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=fill)
+    partials = 4 * 64 * 4  # 4 slices of 24 rows
+    assert (partials in {exe.slots[s].nbytes for d in exe.dispatches for s in d.slots}) == bool(fill)
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 96), (96,), (96, 64))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_path):
     g = portable.Graph("mm")
     g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 x 64 outputs at 1 per thread: enough
