@@ -37,12 +37,6 @@ MATMUL_MIN_K = 96
 MATMUL_MIN_SLICE = 32
 
 
-def _dims(amap: ir.AffineMap) -> list[int] | None:
-    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
-        return None
-    return [ir.AffineDimExpr(e).position for e in amap.results]
-
-
 def _loop_dims(amap: ir.AffineMap, value: ir.Value) -> list[int] | None:
     """The loops `value`'s dims follow through `amap`, leaving out its unit dims read at a constant 0 (a
     broadcast row scale: (d0, d1, d2) -> (d0, 0)); None for any other expression."""
@@ -64,8 +58,8 @@ def _slices(outputs: int, per_thread: int, k: int, threads: int, min_slice: int)
 
 
 def _accumulates(op: ir.Operation) -> bool:
-    """The body yields out + f(in0, in1) with a multiplication in f: a sum over the reduction of anything of
-    the two operands (the mean's division a fused producer leaves on an input stays per element)."""
+    """The body yields out + f(inputs) with a multiplication in f: a sum over the reduction of anything of the
+    inputs (the mean's division a fused pooling leaves on x stays per element)."""
     block = op.regions[0].blocks[0]
     out = list(block.arguments)[-1]
     ops = list(block.operations)
@@ -177,8 +171,9 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], m: int, k: int, n: int) ->
     xs = [i for i in range(nin) if i != w]
     add = ops[-1].operands[0].owner
     prod = [v for v in add.operands if v != args[-1]]
-    if len(prod) != 1 or not isinstance(prod[0], ir.OpResult) or prod[0].owner.name not in ("arith.mulf",
-                                                                                             "arith.muli"):
+    if len(prod) != 1 or not isinstance(prod[0], ir.OpResult):
+        return None
+    if prod[0].owner.name not in ("arith.mulf", "arith.muli"):
         return None
     factor = [v for v in prod[0].owner.operands if v != args[w]]
     if len(factor) != 1 or len(list(args[w].uses)) != 1:
