@@ -91,6 +91,29 @@ def test_decode_head_with_fused_norm_split_along_k(device, tmp_path, fill):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("fill", [0, 4096])
+def test_short_k_matmul_takes_smaller_register_tiles_instead(device, tmp_path, fill):
+    """Too few outputs but K too short to split (strategy._fill_device): one kernel either way, whose 8x4
+    tiles halve under `fill_threads` down to one output per thread for these 16 x 16."""
+    from conftest import open_device
+
+    from portable import profiles
+
+    info = open_device(device).info
+    if "matmul_thread_tile" in profiles.codegen_options(profiles.match(info), info):
+        pytest.skip("this profile's matmuls take its own vector tiles (matmul_thread_tile), which fill_threads "
+                    "leaves alone")
+    g = portable.Graph("mm")
+    g.output(g.matmul(g.input((16, 64)), g.input((64, 16))))
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=fill, thread_tile=[8, 4])
+    (d,) = exe.dispatches
+    threads = int(np.prod(d.grid)) * int(np.prod(exe.kernels[d.kernel].workgroup_size))
+    assert threads >= 256 if fill else threads <= 256 // 8
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal((16, 64)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+    np.testing.assert_allclose(loaded(x, w)[0], x @ w, rtol=1e-4, atol=1e-4)
+
+
 def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_path):
     g = portable.Graph("mm")
     g.output(g.matmul(g.input((64, 256)), g.input((256, 64))))  # 64 x 64 outputs at 1 per thread: enough

@@ -181,8 +181,11 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         if kind.kind == "matmul" and profile.get("matmul_short_rows_widen") and rows < tm:
             # Fewer rows than the thread tile (a matrix-vector product): the spare accumulators take columns.
             per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
-        if kind.kind == "conv":
-            _fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)))
+        if kind.kind == "conv" or "matmul_thread_tile" not in profile:  # not the CPU drivers' vector tiles
+            # A matrix-vector product keeps its columns: they are its vector loads (f16 ones narrowed to one
+            # column left a vector.contract neither target lowers).
+            _fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)),
+                         rows_only=kind.kind == "matmul" and kind.ranges[par[-2]] == 1)
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
         rows = int(profile.get("elementwise_rows_per_thread", 1))
@@ -366,16 +369,22 @@ def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: 
     return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
 
 
-def _fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int) -> None:
-    """Halve a direct convolution's per-thread tile (its larger side first) while it leaves fewer than `fill`
-    threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs each
-    (matmuls split along K instead, compiler/split_k.py)."""
+def _fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int, rows_only: bool) -> None:
+    """Halve a register tile (its larger side first, or with `rows_only` its rows) while it leaves fewer than
+    `fill` threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs
+    each; a matmul too short in K to be split (compiler/split_k.py) gets more threads. A side is halved only
+    where that adds threads (a tile's rows over a loop of one stay as they are)."""
     def threads() -> int:
         return math.prod(-(-kind.ranges[d] // per_thread[d]) for d in par)
 
-    while fill and threads() < fill and per_thread[par[-2]] * per_thread[par[-1]] > 1:
-        d = par[-2] if per_thread[par[-2]] >= per_thread[par[-1]] else par[-1]
-        per_thread[d] //= 2
+    def gains(d: int) -> bool:
+        return per_thread[d] > 1 and -(-kind.ranges[d] // (per_thread[d] // 2)) > -(-kind.ranges[d] // per_thread[d])
+
+    while fill and threads() < fill:
+        sides = [d for d in ((par[-2],) if rows_only else (par[-2], par[-1])) if gains(d)]
+        if not sides:
+            return
+        per_thread[max(sides, key=lambda d: (per_thread[d], d == par[-2]))] //= 2
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
