@@ -102,6 +102,7 @@ class BoundExecutable:
                          if i not in carried_in]
         self._out_cuts = [self._cuts(sid, sig.nbytes) for k, (sid, sig) in enumerate(exe.outputs)
                           if k not in self.carry]
+        self._out_sigs = [sig for k, (_, sig) in enumerate(exe.outputs) if k not in self.carry]
         try:
             for sid, data in exe.constants.items():
                 buf = self._acquire_slot(self._const_owned, sid, f"constant slot {sid}")
@@ -346,13 +347,12 @@ class BoundExecutable:
 
     def _outputs(self, downloads: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
         """The outputs (carried state left out) from a run's downloads, pieces joined."""
-        sigs = [sig for k, (_, sig) in enumerate(self.exe.outputs) if k not in self.carry]
         parts, joined = list(downloads), []
         for cuts in self._out_cuts:
             n = 1 if cuts is None else len(cuts)
             joined.append(parts[0] if n == 1 else np.concatenate(parts[:n]))
             del parts[:n]
-        return tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, sigs))
+        return tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, self._out_sigs))
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         return self.run(*arrays)

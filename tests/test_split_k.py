@@ -93,7 +93,7 @@ def test_decode_head_with_fused_norm_split_along_k(device, tmp_path, fill):
 
 @pytest.mark.parametrize("fill", [0, 4096])
 def test_short_k_matmul_takes_smaller_register_tiles_instead(device, tmp_path, fill):
-    """Too few outputs but K too short to split (strategy._fill_device): one kernel either way, whose 8x4
+    """Too few outputs but K too short to split (tiles.fill_device): one kernel either way, whose 8x4
     tiles halve under `fill_threads` down to one output per thread for these 16 x 16."""
     from conftest import open_device
 

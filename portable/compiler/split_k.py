@@ -85,17 +85,23 @@ def _unit_groups(shape: list[int]) -> list[list[int]]:
     return groups
 
 
-def _as_2d(value: ir.Value, shape2d: list[int]) -> ir.Value:
-    """`value` (the same non-unit dims as `shape2d`) as `shape2d`."""
+def _drop_units(value: ir.Value) -> ir.Value:
+    """`value` without its unit dims ([1] when it has nothing else)."""
     t = ir.RankedTensorType(value.type)
     shape = list(t.shape)
-    if shape == shape2d:
+    groups = _unit_groups(shape) or [list(range(len(shape)))]
+    if len(groups) == len(shape):
         return value
-    groups = _unit_groups(shape)
     kept = [max(shape[i] for i in g) for g in groups]
-    if len(groups) != len(shape):
-        value = tensor.CollapseShapeOp(ir.RankedTensorType.get(kept, t.element_type), value, groups).result
-    if len(kept) == 1:
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get(kept, t.element_type), value, groups).result
+
+
+def _as_2d(value: ir.Value, shape2d: list[int]) -> ir.Value:
+    """`value` (the same non-unit dims as `shape2d`) as `shape2d`."""
+    if list(ir.RankedTensorType(value.type).shape) == shape2d:
+        return value
+    value = _drop_units(value)
+    if ir.RankedTensorType(value.type).rank == 1:
         value = _expand(value, [[0, 1]], shape2d)
     return value
 
@@ -147,17 +153,6 @@ def _matmul_form(op: ir.Operation) -> tuple[int, int, int, list[list[str]]] | No
     if len(out) == 2 and [] in roles:
         return None  # a scalar operand of a matmul with rows: no unit loop to read it by
     return (ranges[out[0]] if len(out) == 2 else 1), ranges[ks[0]], ranges[out[-1]], roles
-
-
-def _drop_units(value: ir.Value) -> ir.Value:
-    """`value` without its unit dims ([1] when it has nothing else)."""
-    t = ir.RankedTensorType(value.type)
-    shape = list(t.shape)
-    groups = _unit_groups(shape) or [list(range(len(shape)))]
-    if len(groups) == len(shape):
-        return value
-    kept = [max(shape[i] for i in g) for g in groups]
-    return tensor.CollapseShapeOp(ir.RankedTensorType.get(kept, t.element_type), value, groups).result
 
 
 def _unfuse(op: ir.Operation, roles: list[list[str]], m: int, k: int, n: int) -> ir.Operation | None:

@@ -6,9 +6,9 @@ the number of threads that share that tile. Threads of one workgroup take contig
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from . import tiles
 from .linalg_info import OpKind
 
 
@@ -76,20 +76,6 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_asm"):
         profile = dict(profile, subgroup_reduce=False)  # no subgroup shuffle known in this device's OpenCL C
     return profile
-
-
-def _pow2_at_most(n: int) -> int:
-    p = 1
-    while p * 2 <= n:
-        p *= 2
-    return p
-
-
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
@@ -184,7 +170,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         if kind.kind == "conv" or "matmul_thread_tile" not in profile:  # not the CPU drivers' vector tiles
             # A matrix-vector product keeps its columns: they are its vector loads (f16 ones narrowed to one
             # column left a vector.contract neither target lowers).
-            _fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)),
+            tiles.fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)),
                          rows_only=kind.kind == "matmul" and kind.ranges[par[-2]] == 1)
     elif kind.kind == "elementwise" and par:
         per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
@@ -203,7 +189,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         max_size[0] = min(int(max_size[0]), int(profile["matmul_threads_x"]))
     for i, d in enumerate(reversed(par[-3:])):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
-        t = min(budget, _pow2_at_least(need), _pow2_at_most(int(max_size[i])))
+        t = min(budget, tiles.pow2_at_least(need), tiles.pow2_at_most(int(max_size[i])))
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
@@ -211,7 +197,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
-        per, dtile, dthreads = _dividing_matmul_tiles(kind, par, per_thread, invocations,
+        per, dtile, dthreads = tiles.dividing_tiles(kind, par, per_thread, invocations,
                                                       _vector_width(profile), int(profile.get("matmul_threads_x", 0)))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
@@ -335,7 +321,7 @@ def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: 
         return None
     per_thread = [1] * len(kind.ranges)
     per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in profile.get("thread_tile", (4, 4)))
-    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, _vector_width(profile))
+    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, _vector_width(profile))
     if per[par[-1]] == 1:
         return None  # one channel per thread: the vectors would run along the width, strided
     for d in par[:-3]:
@@ -360,58 +346,13 @@ def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: 
     per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
     if root.window and len(par) >= 2:
         per_thread[par[-2]] = int(profile.get("window_outputs_per_thread", 1))
-    per, tile, threads = _dividing_matmul_tiles(kind, par, per_thread, invocations, 4)
+    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, 4)
     if per[par[-1]] not in (2, 4):
         return None
     for d in par[:-3]:
         tile[d] = 1
     rows = per[par[-2]] if len(par) >= 2 else 1
     return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
-
-
-def _fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int, rows_only: bool) -> None:
-    """Halve a register tile (its larger side first, or with `rows_only` its rows) while it leaves fewer than
-    `fill` threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs
-    each; a matmul too short in K to be split (compiler/split_k.py) gets more threads. A side is halved only
-    where that adds threads (a tile's rows over a loop of one stay as they are)."""
-    def threads() -> int:
-        return math.prod(-(-kind.ranges[d] // per_thread[d]) for d in par)
-
-    def gains(d: int) -> bool:
-        return per_thread[d] > 1 and -(-kind.ranges[d] // (per_thread[d] // 2)) > -(-kind.ranges[d] // per_thread[d])
-
-    while fill and threads() < fill:
-        sides = [d for d in ((par[-2],) if rows_only else (par[-2], par[-1])) if gains(d)]
-        if not sides:
-            return
-        per_thread[max(sides, key=lambda d: (per_thread[d], d == par[-2]))] //= 2
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
-
-
-def _dividing_matmul_tiles(kind: OpKind, par: list[int], per_thread: list[int], invocations: int,
-                           width: int, max_x: int = 0) -> tuple[list[int], list[int], list[int]]:
-    """(per-thread outputs, workgroup tile, threads) per loop for a matmul whose pow2 tiles do not divide its
-    loops: per-thread extents that divide (columns: a vector width 4, 2 or 1, or a multiple of the profile's
-    wider matmul vector width; rows: the largest divisor up to the profile's), and thread counts that divide
-    what is left (not necessarily powers of two; at most `max_x` on the innermost loop, where given)."""
-    per = [1] * len(kind.ranges)
-    tile = [0] * len(kind.ranges)
-    threads = [0] * len(kind.ranges)
-    budget = invocations
-    for j, d in enumerate(reversed(par[-3:])):
-        r = kind.ranges[d]
-        if j == 0:
-            per[d] = next(v for v in range(max(per_thread[d], 1), 0, -1)
-                          if r % v == 0 and (v in (1, 2, 4) or (width > 4 and v % width == 0)))
-        elif j == 1:
-            per[d] = _largest_divisor(r, max(per_thread[d], 1))
-        t = _largest_divisor(r // per[d], min(budget, max_x) if j == 0 and max_x else budget)
-        threads[d], tile[d] = t, t * per[d]
-        budget //= t
-    return per, tile, threads
 
 
 def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
