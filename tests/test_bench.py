@@ -21,7 +21,8 @@ def test_workload_table_builds_every_size_class():
             assert w.mlir.startswith("module") and "func.func @main" in w.mlir
             assert w.flops > 0 and w.bytes > 0 and w.bound in ("compute", "memory")
     assert select("matmul*") == [w for w in select(None) if w.startswith("matmul")]
-    assert select("softmax,add") == ["softmax_4096", "add_64Mi"]
+    assert select("softmax,add") == ["softmax_4096", "softmax_rows256", "add_64Mi"]
+    assert select("softmax_4096,add*") == ["softmax_4096", "add_64Mi"]
 
 
 def test_numpy_reference_and_error_measure():

@@ -141,9 +141,34 @@ def test_workgroup_profiles_fall_back(device, tmp_path, overrides):
     assert any(k.workgroup_size == (64, 1, 1) for k in exe.kernels)
 
 
-def test_short_rows_on_workgroup_profiles_fall_back(device, tmp_path):
-    """Rows shorter than two columns per thread do not fill a workgroup: one kernel per op."""
-    g, shapes = _layernorm(9, 100)
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("cols,threads", [(100, 32), (384, 128), (256, 128), (64, 32)])
+def test_short_rows_share_fewer_threads(device, tmp_path, family, cols, threads):
+    """Rows shorter than two columns per thread of `reduction_threads` (a decoder's RMSNorm over 384, attention
+    softmax over 256) stay one kernel on fewer threads per row (tiles.row_threads), down to 32."""
+    g, shapes = BUILD[family](9, cols)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=256, row_fusion_shared_bytes=_shared(device))
+    assert [k.workgroup_size for k in exe.kernels] == [(threads, 1, 1)]
+    assert int(np.prod(exe.dispatches[0].grid)) == 9
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("cols", [384, 256, 100])
+def test_short_rows_with_the_nvidia_row_options(device, tmp_path, family, cols):
+    """Short rows under everything the nvidia profile turns on for rows (registers, vec4 runs of columns,
+    subgroup shuffles where this device's Vulkan subgroup divides 64), run and checked here."""
+    live, opts = _options(device)
+    sg = int(opts.get("subgroup_size") or 0)
+    shuffles = live.info.api == "vulkan" and 2 <= sg and 64 % sg == 0
+    g, shapes = BUILD[family](7, cols)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=256, row_fusion_shared_bytes=_shared(device),
+               row_registers=32, row_vector_columns=4, subgroup_reduce=shuffles)
+    assert len(exe.kernels) == 1
+
+
+def test_rows_under_two_columns_per_subgroup_fall_back(device, tmp_path):
+    """Rows shorter than two columns for each of 32 threads do not fill a workgroup: one kernel per op."""
+    g, shapes = _layernorm(9, 60)
     exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device))
     assert len(exe.kernels) > 1
 

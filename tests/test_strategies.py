@@ -37,6 +37,43 @@ def test_workgroup_reduction(device, tmp_path, shape):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
+# A sum over the rows of x[k, n] into [n], loops (n, k): the reduced loop is innermost but x's rows lie apart
+# (split_k's sum over slices has this form).
+_STRIDED_SUM = """
+#in = affine_map<(n, k) -> (k, n)>
+#out = affine_map<(n, k) -> (n)>
+func.func @main(%x: tensor<96x40xf32>) -> tensor<40xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<40xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<40xf32>) -> tensor<40xf32>
+  %s = linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<96x40xf32>) outs(%init : tensor<40xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<40xf32>
+  return %s : tensor<40xf32>
+}
+"""
+
+
+def test_short_reductions_share_fewer_threads(device, tmp_path):
+    """A reduction shorter than two values per thread of `reduction_threads` still takes a workgroup per output
+    where the row is contiguous (fewer threads, down to 32: tiles.row_threads); a sum across rows (strided)
+    keeps a thread per output, whose neighbours read neighbouring addresses."""
+    g = portable.Graph()
+    x = g.input((5, 384))
+    g.output(g.sum(x, axis=-1))
+    exe, loaded = _compile_and_load(g, device, tmp_path, reduction_threads=256)
+    assert (128, 1, 1) in [k.workgroup_size for k in exe.kernels]
+    xs = np.random.default_rng(5).standard_normal((5, 384)).astype(np.float32)
+    np.testing.assert_allclose(loaded(xs)[0], xs.sum(-1), rtol=1e-5, atol=1e-4)
+    strided, loaded = _compile_and_load(_STRIDED_SUM, device, tmp_path, reduction_threads=64)
+    assert (32, 1, 1) not in [k.workgroup_size for k in strided.kernels]
+    xs = np.random.default_rng(6).standard_normal((96, 40)).astype(np.float32)
+    np.testing.assert_allclose(loaded(xs)[0], xs.sum(0), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("tile", [(4, 4), (8, 1), (2, 2)])
 def test_matmul_thread_tiles(device, tmp_path, tile):
     g = portable.Graph()

@@ -60,6 +60,10 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
     "softmax_4096": ("softmax", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
     "layernorm_4096": ("layernorm", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)},
                        "float32"),
+    # Short rows (attention probabilities over 256 keys; a 384-wide model's norm): fewer threads per row.
+    "softmax_rows256": ("softmax", {"gpu": _rc(65536, 256), "cpu": _rc(4096, 256), "tiny": _rc(16, 256)}, "float32"),
+    "layernorm_rows384": ("layernorm", {"gpu": _rc(32768, 384), "cpu": _rc(2048, 384), "tiny": _rc(16, 384)},
+                          "float32"),
     "ew_chain_16Mi": ("ew_chain", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
     "add_64Mi": ("add", {"gpu": {"n": 64 << 20}, "cpu": {"n": 4 << 20}, "tiny": {"n": 4096}}, "float32"),
 }

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
+from . import tiles
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
 from .mlir import ir
 from .rewrites import rebuild_generic
@@ -120,7 +121,8 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
     """Which row chains (row_chains.py) this profile runs as one kernel; None: none. CPU profiles run a row per
     thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
     over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
-    `row_fusion_shared_bytes`, with rows of at least two columns per thread and a grid the device takes.
+    `row_fusion_shared_bytes`, with rows of at least two columns per thread (tiles.row_threads) and a grid the
+    device takes.
     Chains that do not fit keep one kernel per op."""
     if not profile:
         return None
@@ -137,7 +139,8 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
         ranges = classify(chain[-1]).ranges
         rows = list(ranges[:-1])
         grid_ok = len(rows) <= 3 and all(r <= m for r, m in zip(reversed(rows), max_count))
-        return grid_ok and ranges[-1] >= 2 * t and shared_bytes(chain, t) <= shared
+        threads = tiles.row_threads(t, ranges[-1])
+        return grid_ok and threads > 0 and shared_bytes(chain, threads) <= shared
 
     return fits
 

@@ -51,6 +51,7 @@ def _static(values: list[int], what: str) -> list[int]:
 # it (a load per lane: OpenCL C only).
 VECTOR_GATHER = "portable.vector_gather"
 WINDOW = "portable.window"  # a small window reduction unrolled into a gather (windows.py)
+MOVE = "portable.move"  # a slice or concat, which gather_fusion.py merges with its elementwise neighbours
 
 
 def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
@@ -114,7 +115,7 @@ def concat_to_generic(op: ir.Operation) -> None:
             start += n
         return value
 
-    _gather_generic(op, out_t, body)
+    _gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
 
 
 def slice_dims(sizes: list[int], shape: list[int], what: str) -> list[int]:
@@ -154,7 +155,7 @@ def extract_slice_to_generic(op: ir.Operation) -> None:
             idxs.append(j)
         return tensor.ExtractOp(src, idxs).result
 
-    _gather_generic(op, out_t, body)
+    _gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
 
 
 def _zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:

@@ -53,6 +53,20 @@ def clone_mapped(op: ir.Operation, mapping: dict, ip: ir.InsertionPoint | None =
     return new
 
 
+def clone_at(body: ir.Block, at: list, mapping: dict) -> ir.Value:
+    """A linalg body's value at loop position `at` (index values), its ops cloned at the current insertion point:
+    its linalg.index ops read `at`, its ops read `mapping`'s values in place of the ones it names (the block
+    arguments the caller supplies). Returns the value it yields."""
+    ops = list(body.operations)
+    for o in ops[:-1]:
+        if o.name == "linalg.index":
+            mapping[o.results[0]] = at[ir.IntegerAttr(o.attributes["dim"]).value]
+        else:
+            clone_mapped(o.operation, mapping)
+    y = ops[-1].operands[0]
+    return mapping.get(y, y)
+
+
 def _remap(op: ir.Operation, mapping: dict) -> None:
     """Replace operands of `op` and of the ops nested in it that `mapping` names."""
     def visit(o):

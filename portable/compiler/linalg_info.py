@@ -81,6 +81,9 @@ class OpKind:
     # A gather marked for vector loads (gathers.VECTOR_GATHER): "contiguous" or "lanes" ("" unmarked).
     vector_gather: str = ""
     window: bool = False  # a window reduction unrolled into a gather (windows.py)
+    # One reduction loop, read contiguously: every input that it indexes has it as its innermost dim (a row
+    # reduction; not split_k's sum over slices, whose threads read apart along the slices).
+    contiguous_reduction: bool = False
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -137,7 +140,20 @@ def classify(op: ir.Operation) -> OpKind:
             all(_unit_window(e) for e in maps[0].results)
     vg = ir.StringAttr(op.attributes[VECTOR_GATHER]).value if VECTOR_GATHER in op.attributes else ""
     return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
-                  vg, WINDOW in op.attributes)
+                  vg, WINDOW in op.attributes, _contiguous_reduction(op, its))
+
+
+def _contiguous_reduction(op: ir.Operation, its: list[str]) -> bool:
+    if its.count("reduction") != 1:
+        return False
+    red = its.index("reduction")
+    for value, amap in zip(list(op.operands)[:num_inputs(op)], indexing_maps(op)):
+        if not isinstance(value.type, ir.ShapedType):
+            continue
+        dims = [ir.AffineDimExpr(e).position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+        if red in dims and dims[-1] != red:
+            return False
+    return True
 
 
 def fill_value(v: ir.Value) -> ir.Value | None:

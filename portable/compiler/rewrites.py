@@ -219,7 +219,8 @@ def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
 
 def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
     """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked)."""
-    from .host_scalars import sink_host_scalars  # it builds on rebuild_generic, defined here
+    from .gather_fusion import fuse_gathers  # these build on rebuild_generic, defined here
+    from .host_scalars import sink_host_scalars
 
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
@@ -235,6 +236,7 @@ def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
             concat_to_generic(op)
         elif op.name == "tensor.extract_slice":
             extract_slice_to_generic(op)
+    fuse_gathers(func_op)
     # After the gathers (a pad value may be such a scalar), before 0-d ops get their unit loop (so do the
     # inputs it adds).
     sink_host_scalars(func_op)

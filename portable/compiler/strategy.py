@@ -141,7 +141,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     if kind.kind == "row" and int(profile.get("reduction_threads", 0)):
         # A row chain on a GPU profile: one workgroup per row, its threads sharing each op of the chain.
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
-        t = int(profile["reduction_threads"])
+        t = tiles.row_threads(int(profile["reduction_threads"]), kind.ranges[-1])
         sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
                         subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0)
@@ -435,7 +435,11 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> in
     if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
         return 0
     if root.ranges[-1] < 2 * t:
-        return 0
+        # Shorter rows share fewer threads where the threads of a workgroup read the row contiguously; a sum of
+        # split_k's slices keeps a thread per output, whose neighbours read neighbouring addresses.
+        t = tiles.row_threads(t, root.ranges[-1]) if root.contiguous_reduction else 0
+        if not t:
+            return 0
     par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel"]
     max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
     if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):

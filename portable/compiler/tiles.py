@@ -22,6 +22,16 @@ def pow2_at_least(n: int) -> int:
     return p
 
 
+def row_threads(reduction_threads: int, cols: int) -> int:
+    """Threads sharing one row of `cols` columns (a row chain or a reduction on one workgroup per row): the
+    profile's `reduction_threads`, halved down to 32 while a thread would get fewer than two columns (a decoder's
+    RMSNorm over 384 or its attention softmax over 256 had been one thread per row); 0 when even 32 would."""
+    t = reduction_threads
+    while t > 32 and cols < 2 * t:
+        t //= 2
+    return t if t and cols >= 2 * t else 0
+
+
 def fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int, rows_only: bool) -> None:
     """Halve a register tile (its larger side first, or with `rows_only` its rows) while it leaves fewer than
     `fill` threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs

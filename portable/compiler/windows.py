@@ -18,7 +18,7 @@ import itertools
 import math
 
 from .gathers import VECTOR_GATHER, WINDOW
-from .ir_util import clone_mapped
+from .ir_util import clone_at, clone_mapped
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
@@ -161,13 +161,4 @@ def _unroll(op: ir.Operation) -> None:
 
 def _inline(g: ir.Operation, at: list[ir.Value]) -> ir.Value:
     """The value gather `g` yields at the position `at`, its body cloned here."""
-    body = g.regions[0].blocks[0]
-    mapping: dict = {}
-    ops = list(body.operations)
-    for o in ops[:-1]:
-        if o.name == "linalg.index":
-            mapping[o.results[0]] = at[ir.IntegerAttr(o.attributes["dim"]).value]
-        else:
-            clone_mapped(o.operation, mapping)
-    y = ops[-1].operands[0]
-    return mapping.get(y, y)
+    return clone_at(g.regions[0].blocks[0], at, {})

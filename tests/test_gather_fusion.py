@@ -1,0 +1,80 @@
+"""Slices and concats merged with their elementwise neighbours (compiler/gather_fusion.py): a rotary embedding
+(two slices, two halves, a concat) as one kernel, and slices that other ops read left as kernels; checked on every
+device against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from portable import profiles
+from portable.compiler.pipeline import compile_module
+from portable.devices import open_device
+
+onnx = pytest.importorskip("onnx", reason="the models here are built with 'onnx' (pip install 'portable[onnx]')")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from portable.frontend.onnx_import import onnx_to_mlir  # noqa: E402
+
+H, D = 6, 64
+RNG = np.random.default_rng(3)
+
+
+def _ints(name: str, values: list[int]):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def _rotary(extra_use: bool):
+    """y = concat(x1 * cos - x2 * sin, x1 * sin + x2 * cos) over the halves x1, x2 of x's last dim (a decoder's
+    rotary embedding); `extra_use`: x1 is also an output of its own."""
+    f32 = TensorProto.FLOAT
+    inits = [_ints("lo", [0]), _ints("mid", [D // 2]), _ints("hi", [D]), _ints("ax", [2])]
+    nodes = [helper.make_node("Slice", ["x", "lo", "mid", "ax"], ["x1"]),
+             helper.make_node("Slice", ["x", "mid", "hi", "ax"], ["x2"]),
+             helper.make_node("Mul", ["x1", "cos"], ["a1"]), helper.make_node("Mul", ["x2", "sin"], ["a2"]),
+             helper.make_node("Sub", ["a1", "a2"], ["a"]),
+             helper.make_node("Mul", ["x1", "sin"], ["b1"]), helper.make_node("Mul", ["x2", "cos"], ["b2"]),
+             helper.make_node("Add", ["b1", "b2"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["y"], axis=2)]
+    outs = [helper.make_tensor_value_info("y", f32, [H, 1, D])]
+    if extra_use:
+        nodes.append(helper.make_node("MatMul", ["x1", "w"], ["z"]))
+        outs.append(helper.make_tensor_value_info("z", f32, [H, 1, 5]))
+    ins = [helper.make_tensor_value_info("x", f32, [H, 1, D]), helper.make_tensor_value_info("cos", f32, [1, D // 2]),
+           helper.make_tensor_value_info("sin", f32, [1, D // 2])]
+    if extra_use:
+        ins.append(helper.make_tensor_value_info("w", f32, [D // 2, 5]))
+    graph = helper.make_graph(nodes, "rotary", ins, outs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _compile(model, device: str):
+    live = open_device(device)
+    opts = profiles.codegen_options(profiles.match(live.info), live.info)
+    return compile_module(onnx_to_mlir(model), opts, (live.info.api,))
+
+
+@pytest.mark.parametrize("extra_use", [False, True], ids=["rotary", "slice-read-by-a-matmul"])
+def test_rotary_embedding(device, tmp_path, extra_use):
+    exe = _compile(_rotary(extra_use), device)
+    x = RNG.standard_normal((H, 1, D)).astype(np.float32)
+    cos, sin = (RNG.standard_normal((1, D // 2)).astype(np.float32) for _ in range(2))
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    ref = [np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)]
+    inputs = [x, cos, sin]
+    if extra_use:
+        w = RNG.standard_normal((D // 2, 5)).astype(np.float32)
+        inputs.append(w)
+        ref.append(x1 @ w)
+    import portable
+
+    exe.save(tmp_path / "r.ptx")
+    outs = portable.load(tmp_path / "r.ptx", device=device)(*inputs)
+    for out, r in zip(outs, ref):
+        np.testing.assert_allclose(out, r, rtol=1e-5, atol=1e-5)
+    if extra_use:
+        # x1 stays a kernel (the matmul reads it too); x2 and both halves join the concat, which reads x, cos, sin
+        # and x1: the slice, the concat, the matmul.
+        assert sorted(k.num_buffers for k in exe.kernels) == [2, 3, 5] and len(exe.dispatches) == 3
+    else:
+        assert len(exe.dispatches) == 1  # the five ops (nine ONNX nodes) are one kernel reading x, cos and sin
