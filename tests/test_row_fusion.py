@@ -108,7 +108,7 @@ def test_rows_too_long_fall_back(device, tmp_path, family):
 
 
 @pytest.mark.parametrize("family", ["softmax", "layernorm"])
-@pytest.mark.parametrize("shape", [(3, 128), (5, 1000), (2, 4097)], ids=["3x128", "5x1000", "2x4097"])
+@pytest.mark.parametrize("shape", [(3, 300), (5, 1000), (2, 4097)], ids=["3x300", "5x1000", "2x4097"])
 def test_one_workgroup_per_row(device, tmp_path, family, shape):
     """GPU profiles (`reduction_threads`): one kernel, one workgroup per row, its threads sharing every op
     through workgroup memory and barriers."""
@@ -124,7 +124,7 @@ def test_one_workgroup_per_row(device, tmp_path, family, shape):
 @pytest.mark.parametrize("family", ["softmax", "layernorm"])
 def test_one_workgroup_per_row_256_threads(device, tmp_path, family):
     """The NVIDIA profile's 256 threads: partials are combined in two levels (256 -> 32 -> 1)."""
-    g, shapes = BUILD[family](4, 1000)
+    g, shapes = BUILD[family](4, 1100)
     exe = _run(g, shapes, device, tmp_path, reduction_threads=256, workgroup_invocations=256,
                row_fusion_shared_bytes=_shared(device))
     assert [k.workgroup_size for k in exe.kernels] == [(256, 1, 1)]
@@ -142,10 +142,10 @@ def test_workgroup_profiles_fall_back(device, tmp_path, overrides):
 
 
 @pytest.mark.parametrize("family", ["softmax", "layernorm"])
-@pytest.mark.parametrize("cols,threads", [(100, 32), (384, 128), (256, 128), (64, 32)])
+@pytest.mark.parametrize("cols,threads", [(100, 32), (384, 64), (256, 64), (512, 128), (1024, 256), (64, 32)])
 def test_short_rows_share_fewer_threads(device, tmp_path, family, cols, threads):
     """Rows shorter than two columns per thread of `reduction_threads` (a decoder's RMSNorm over 384, attention
-    softmax over 256) stay one kernel on fewer threads per row (tiles.row_threads), down to 32."""
+    softmax over 256) stay one kernel on fewer threads per row, 4 columns each (tiles.row_threads), down to 32."""
     g, shapes = BUILD[family](9, cols)
     exe = _run(g, shapes, device, tmp_path, reduction_threads=256, row_fusion_shared_bytes=_shared(device))
     assert [k.workgroup_size for k in exe.kernels] == [(threads, 1, 1)]

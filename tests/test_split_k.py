@@ -92,6 +92,35 @@ def test_decode_head_with_fused_norm_split_along_k(device, tmp_path, fill):
 
 
 @pytest.mark.parametrize("fill", [0, 4096])
+def test_attention_values_product_split_along_k(device, tmp_path, fill):
+    """A decode step's softmax(scores) @ V over the cache, per head ([6, 1, 256] x [6, 256, 64]): 384 outputs over
+    K = 256. The softmax's division, fused into the product, becomes a kernel of its own (with the rest of the
+    softmax where the profile makes row chains) and the batched product splits into 16 slices of 16 rows."""
+    g = portable.Graph("attention")
+    scores, v = g.input((6, 1, 256)), g.input((6, 256, 64))
+    g.output(g.matmul(g.softmax(scores, axis=-1), v))
+    exe, loaded = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=fill)
+    partials = 16 * 6 * 64 * 4
+    assert (partials in {exe.slots[s].nbytes for d in exe.dispatches for s in d.slots}) == bool(fill)
+    rng = np.random.default_rng(12)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((6, 1, 256), (6, 256, 64))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_attention_values_product_nvidia_kernels():
+    """The nvidia profile: the whole softmax as one row chain (its division read back from the product), the
+    partial sums, their sum: three kernels, for both targets."""
+    from portable import profiles
+    from portable.compiler.pipeline import compile_module
+
+    g = portable.Graph("attention")
+    g.output(g.matmul(g.softmax(g.input((6, 1, 256)), axis=-1), g.input((6, 256, 64))))
+    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan", "opencl"))
+    assert len(exe.dispatches) == 3
+    assert exe.kernels[exe.dispatches[0].kernel].workgroup_size == (64, 1, 1)  # a row of 256 per 64 threads
+
+
+@pytest.mark.parametrize("fill", [0, 4096])
 def test_short_k_matmul_takes_smaller_register_tiles_instead(device, tmp_path, fill):
     """Too few outputs but K too short to split (tiles.fill_device): one kernel either way, whose 8x4
     tiles halve under `fill_threads` down to one output per thread for these 16 x 16."""

@@ -143,17 +143,22 @@ def _read_through_unit_reshape(consumer: ir.Operation, operand: int) -> None:
 
 
 def _chain_operand(consumer: ir.Operation, operand: int, members: _OpSet) -> ir.Operation | None:
-    """The chain op that operand `operand` of `consumer` reads (through a unit-dim reshape, which is then
-    folded into the consumer's map), or None."""
+    """The chain op that operand `operand` of `consumer` reads (through unit-dim reshapes, which are then folded
+    into the consumer's map: up to two, a keepdims reduction's expand (_reduce_to_rows) read through a
+    collapse), or None."""
     v = consumer.operands[operand]
     p = _producer(v)
     if p is not None and p in members:
         return p
-    ex = _unit_reshape_source(v)
-    if ex is not None and _producer(ex[1]) in members:
+    depth = 0
+    while depth < 2 and _unit_reshape_source(v) is not None:
+        v = _unit_reshape_source(v)[1]
+        depth += 1
+    if not depth or _producer(v) not in members:
+        return None
+    for _ in range(depth):
         _read_through_unit_reshape(consumer, operand)
-        return _producer(consumer.operands[operand])
-    return None
+    return _producer(consumer.operands[operand])
 
 
 def _pre_op_ok(e: ir.Operation, shape, members: _OpSet) -> bool:

@@ -96,43 +96,32 @@ def _drop_units(value: ir.Value) -> ir.Value:
     return tensor.CollapseShapeOp(ir.RankedTensorType.get(kept, t.element_type), value, groups).result
 
 
-def _as_2d(value: ir.Value, shape2d: list[int]) -> ir.Value:
-    """`value` (the same non-unit dims as `shape2d`) as `shape2d`."""
-    if list(ir.RankedTensorType(value.type).shape) == shape2d:
+def _as_shape(value: ir.Value, shape: list[int]) -> ir.Value:
+    """`value` (the same non-unit dims as `shape`) as `shape`."""
+    if list(ir.RankedTensorType(value.type).shape) == shape:
         return value
     value = _drop_units(value)
-    if ir.RankedTensorType(value.type).rank == 1:
-        value = _expand(value, [[0, 1]], shape2d)
+    if list(ir.RankedTensorType(value.type).shape) != shape:
+        value = _expand(value, _unit_groups(shape), shape)
     return value
 
 
-def _init_2d(value: ir.Value, m: int, n: int) -> ir.Value:
-    """A matmul's init as [m, n]: a fill made anew at that shape (a fill reshaped on its way to its consumer
+def _init_as(value: ir.Value, shape: list[int]) -> ir.Value:
+    """A matmul's init as `shape`: a fill made anew at that shape (a fill reshaped on its way to its consumer
     would stay out of every dispatch group), anything else reshaped."""
     scalar = fill_value(value)
-    if scalar is None or ir.RankedTensorType(value.type).shape == [m, n]:
-        return _as_2d(value, [m, n])
+    if scalar is None or ir.RankedTensorType(value.type).shape == shape:
+        return _as_shape(value, shape)
     elem = ir.RankedTensorType(value.type).element_type
-    return linalg.fill(scalar, outs=[tensor.EmptyOp([m, n], elem).result])
+    return linalg.fill(scalar, outs=[tensor.EmptyOp(shape, elem).result])
 
 
-def _from_2d(value: ir.Value, like: ir.RankedTensorType) -> ir.Value:
-    """[m, n] (m possibly 1) back to the shape `like`, which has the same non-unit dims."""
-    shape = list(like.shape)
-    groups = _unit_groups(shape)
-    if len(groups) == 1:
-        value = tensor.CollapseShapeOp(ir.RankedTensorType.get([max(shape)], like.element_type), value,
-                                       [[0, 1]]).result
-    if len(groups) != len(shape):
-        value = _expand(value, groups, shape)
-    return value
-
-
-def _matmul_form(op: ir.Operation) -> tuple[int, int, int, list[list[str]]] | None:
-    """(m, k, n, roles) when `op` is a matmul [m, k] x [k, n] -> [m, n] up to unit loops and to fused
-    producers, else None. m may be a unit loop (a flattened pooling's matrix-vector product keeps its batch and
-    pixel dims of 1); inputs besides x and w are what a fused producer of x reads (a norm's row scale and
-    weight). roles[i] names input i's non-unit dims, in order: "m", "k" or "n"."""
+def _matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]] | None:
+    """(b, m, k, n, roles) when `op` is a matmul [m, k] x [k, n] -> [m, n], or a batch of b of them ([b, m, k] x
+    [b, k, n]: attention's products over a cache, one per head), up to unit loops and to fused producers, else
+    None; b = 0 without a batch loop. m may be a unit loop (a flattened pooling's matrix-vector product keeps its
+    batch and pixel dims of 1); inputs besides x and w are what a fused producer of x reads (a norm's row scale
+    and weight). roles[i] names input i's non-unit dims, in order: "b", "m", "k" or "n"."""
     if op.name != "linalg.generic" or len(op.results) != 1 or num_inputs(op) < 2 or not _accumulates(op):
         return None
     ranges = loop_ranges(op)
@@ -144,25 +133,37 @@ def _matmul_form(op: ir.Operation) -> tuple[int, int, int, list[list[str]]] | No
     its = iterator_types(op)
     ks = [i for i, r in enumerate(ranges) if r != 1 and its[i] == "reduction"]
     out = [d for d in dims[-1] if ranges[d] != 1]
-    if len(ks) != 1 or len(out) not in (1, 2) or {i for i, r in enumerate(ranges) if r != 1} != {*out, *ks}:
+    if len(ks) != 1 or not out or {i for i, r in enumerate(ranges) if r != 1} != {*out, *ks}:
         return None
-    role = {ks[0]: "k", out[-1]: "n", **({out[0]: "m"} if len(out) == 2 else {})}
+    # A batch loop: an output loop besides n that the weight (the input reading k and n) reads too.
+    ws = [ds for ds in dims[:-1] if ks[0] in ds and out[-1] in ds]
+    batch = [d for d in out[:-1] if len(ws) == 1 and d in ws[0]]
+    if len(batch) > 1 or len(out) - len(batch) not in (1, 2):
+        return None
+    role = {ks[0]: "k", out[-1]: "n", **{d: "b" for d in batch},
+            **({out[-2]: "m"} if len(out) - len(batch) == 2 else {})}
     roles = [[role[d] for d in ds if ranges[d] != 1] for ds in dims[:-1]]
-    if any(len(set(r)) != len(r) for r in roles) or [r for r in roles if "n" in r] != [["k", "n"]]:
+    if any(len(set(r)) != len(r) for r in roles) or [r for r in roles if "n" in r] != [["b"] * len(batch) + ["k", "n"]]:
         return None
-    if len(out) == 2 and [] in roles:
+    if "m" in role.values() and [] in roles:
         return None  # a scalar operand of a matmul with rows: no unit loop to read it by
-    return (ranges[out[0]] if len(out) == 2 else 1), ranges[ks[0]], ranges[out[-1]], roles
+    if batch and (out[0] != batch[0] or any(r[:1] != ["b"] for r in roles)):
+        return None  # the batch loop leads every operand
+    m = ranges[out[-2]] if "m" in role.values() else 1
+    return (ranges[batch[0]] if batch else 0), m, ranges[ks[0]], ranges[out[-1]], roles
 
 
-def _unfuse(op: ir.Operation, roles: list[list[str]], m: int, k: int, n: int) -> ir.Operation | None:
+def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n: int) -> ir.Operation | None:
     """A matmul that computes out + f(x-side inputs) * w (producers of x fused into it) as an elementwise
-    kernel computing f over [m, k] and a plain matmul of that with w, which replaces `op`; None when its body
-    is not of that form. f then runs once per (m, k), not once per output (a norm's rsqrt n times over)."""
+    kernel computing f over [m, k] (per batch: [b, m, k]) and a plain matmul of that with w, which replaces `op`;
+    None when its body is not of that form. f then runs once per (m, k), not once per output (a norm's rsqrt n
+    times over)."""
+    lead = [b] if b else []
+    nb = len(lead)
     nin = num_inputs(op)
     block = op.regions[0].blocks[0]
     args, ops = list(block.arguments), list(block.operations)
-    w = roles.index(["k", "n"])
+    w = roles.index(["b"] * nb + ["k", "n"])
     xs = [i for i in range(nin) if i != w]
     add = ops[-1].operands[0].owner
     prod = [v for v in add.operands if v != args[-1]]
@@ -184,15 +185,17 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], m: int, k: int, n: int) ->
             return None
     elem = ir.RankedTensorType(op.operands[w].type).element_type
     out_t = ir.RankedTensorType(op.operands[nin].type)
-    e = [ir.AffineDimExpr.get(i) for i in range(3)]
+    e = [ir.AffineDimExpr.get(i) for i in range(nb + 3)]
+    loop = {"b": e[0], "m": e[nb], "k": e[nb + 1]}  # of the pre-kernel: (b, m, k)
     par, red = (ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in ("parallel", "reduction"))
     with ir.InsertionPoint(op), op.location:
         ins = [_drop_units(op.operands[i]) for i in xs]
-        maps = [ir.AffineMap.get(2, 0, [e[0] if r == "m" else e[1] for r in roles[i]] or [e[0]]) for i in xs]
-        maps.append(ir.AffineMap.get(2, 0, e[:2]))
-        pre = linalg.GenericOp([ir.RankedTensorType.get([m, k], elem)], ins, [tensor.EmptyOp([m, k], elem).result],
+        maps = [ir.AffineMap.get(nb + 2, 0, [loop[r] for r in roles[i]] or [e[nb]]) for i in xs]
+        maps.append(ir.AffineMap.get(nb + 2, 0, e[:nb + 2]))
+        pre = linalg.GenericOp([ir.RankedTensorType.get(lead + [m, k], elem)], ins,
+                               [tensor.EmptyOp(lead + [m, k], elem).result],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(mp) for mp in maps]),
-                               ir.ArrayAttr.get([par, par]))
+                               ir.ArrayAttr.get([par] * (nb + 2)))
     pre_block = pre.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v in ins], elem)
     new = {j: pre_block.arguments[n_] for n_, j in enumerate(xs)}
     mapped = []  # (old value, new value)
@@ -210,20 +213,23 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], m: int, k: int, n: int) ->
                     c.operands[j] = lookup(v)
                 mapped.extend(zip(o.results, c.results))
         linalg.YieldOp([lookup(factor[0])])
+    bm, bn, bk = e[:nb] + [e[nb]], e[:nb] + [e[nb + 1]], e[:nb] + [e[nb + 2]]  # the matmul's (b, m, n, k)
     with ir.InsertionPoint(op), op.location:
-        mm = linalg.GenericOp([ir.RankedTensorType.get([m, n], out_t.element_type)],
-                              [pre.results[0], _as_2d(op.operands[w], [k, n])], [_init_2d(op.operands[nin], m, n)],
-                              ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, x))
-                                                for x in ([e[0], e[2]], [e[2], e[1]], [e[0], e[1]])]),
-                              ir.ArrayAttr.get([par, par, red]))
+        mm = linalg.GenericOp([ir.RankedTensorType.get(lead + [m, n], out_t.element_type)],
+                              [pre.results[0], _as_shape(op.operands[w], lead + [k, n])],
+                              [_init_as(op.operands[nin], lead + [m, n])],
+                              ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, x))
+                                                for x in (bm + bk[nb:], bk + bn[nb:], bm + bn[nb:])]),
+                              ir.ArrayAttr.get([par] * (nb + 2) + [red]))
     mm_block = mm.regions[0].blocks.append(elem, elem, out_t.element_type)
     with ir.InsertionPoint(mm_block), op.location:
-        a, b, o = mm_block.arguments
-        mul = (arith.MulFOp if isinstance(elem, ir.FloatType) else arith.MulIOp)(a, b)
+        a, b_, o = mm_block.arguments
+        mul = (arith.MulFOp if isinstance(elem, ir.FloatType) else arith.MulIOp)(a, b_)
         acc = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(o, mul.result)
         linalg.YieldOp([acc.result])
     with ir.InsertionPoint(op), op.location:
-        result = _from_2d(mm.results[0], out_t) if list(out_t.shape) != [m, n] else mm.results[0]
+        result = _as_shape(mm.results[0], list(out_t.shape)) if list(out_t.shape) != lead + [m, n] \
+            else mm.results[0]
     op.results[0].replace_all_uses_with(result)
     op.erase()
     return mm.operation
@@ -235,56 +241,61 @@ def _expand(value: ir.Value, groups: list[list[int]], shape: list[int]) -> ir.Va
 
 
 def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: int | None = None) -> bool:
-    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] (up to unit loops and fused producers of x)
-    as partial sums over K slices plus their reduction when it has fewer than `threads` threads (`per_thread`
-    outputs each; 4-wide columns for a matrix-vector product); False when it does not apply. One with fused
-    producers only while K is under `reduction_k`, where the workgroup-per-output reduction starts."""
+    """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] (up to unit loops and fused producers of x;
+    or a batch of them, [b, m, k] x [b, k, n]) as partial sums over K slices plus their reduction when it has
+    fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector product); False
+    when it does not apply. One with fused producers only while K is under `reduction_k`, where the
+    workgroup-per-output reduction starts."""
     form = _matmul_form(op)
     if form is None:
         return False
-    m, k, n, roles = form
+    b, m, k, n, roles = form
+    lead = [b] if b else []
+    nb = len(lead)
     nin = num_inputs(op)
     gemv = m <= MAX_ROWS
     f32 = all(ir.RankedTensorType(v.type).element_type == ir.F32Type.get() for v in op.operands)
     if (gemv and n % 4) or (not gemv and (k < MATMUL_MIN_K or not f32)):
         return False
-    s = _slices(m * n, 4 if gemv else per_thread, k, threads, MIN_SLICE if gemv else MATMUL_MIN_SLICE)
+    s = _slices(max(b, 1) * m * n, 4 if gemv else per_thread, k, threads, MIN_SLICE if gemv else MATMUL_MIN_SLICE)
     if s < 2:
         return False
-    if nin != 2 or roles[0] not in (["k"], ["m", "k"]):
+    if nin != 2 or roles[0] not in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"]):
         if reduction_k is not None and k >= reduction_k:
             return False  # the fused form runs as a workgroup per output, which does better than three kernels
-        plain = _unfuse(op, roles, m, k, n)
+        plain = _unfuse(op, roles, b, m, k, n)
         return plain is not None and split_matmul(plain, threads, per_thread)
     out_t = ir.RankedTensorType(op.operands[2].type)
     elem = out_t.element_type
-    d = [ir.AffineDimExpr.get(i) for i in range(4)]  # loops (s, m, n, k) of the partial sums
+    d = [ir.AffineDimExpr.get(i) for i in range(nb + 4)]  # loops (s, b, m, n, k) of the partial sums
+    bs, dm, dn, dk = d[1:1 + nb], d[1 + nb], d[2 + nb], d[3 + nb]
     with ir.InsertionPoint(op), op.location:
-        a, b = (_as_2d(v, sh) for v, sh in zip(op.operands, ([m, k], [k, n])))
-        init = _init_2d(op.operands[2], m, n)
-        x = _expand(a, [[0], [1, 2]], [m, s, k // s])
-        w = _expand(b, [[0, 1], [2]], [s, k // s, n])
+        a, w2 = (_as_shape(v, sh) for v, sh in zip(op.operands, (lead + [m, k], lead + [k, n])))
+        init = _init_as(op.operands[2], lead + [m, n])
+        x = _expand(a, [[i] for i in range(nb)] + [[nb], [nb + 1, nb + 2]], lead + [m, s, k // s])
+        w = _expand(w2, [[i] for i in range(nb)] + [[nb, nb + 1], [nb + 2]], lead + [s, k // s, n])
         zero = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
-        empty = tensor.EmptyOp([s, m, n], elem).result
+        empty = tensor.EmptyOp([s] + lead + [m, n], elem).result
         partial_init = linalg.fill(arith.ConstantOp(elem, zero).result, outs=[empty])
-    maps = [ir.AffineMap.get(4, 0, [d[1], d[0], d[3]]), ir.AffineMap.get(4, 0, [d[0], d[3], d[2]]),
-            ir.AffineMap.get(4, 0, [d[0], d[1], d[2]])]
-    partial = rebuild_generic(op, [x, w], [partial_init], maps, ["parallel", "parallel", "parallel", "reduction"],
-                              [0, 1, 2], [ir.RankedTensorType.get([s, m, n], elem)])
-    e = [ir.AffineDimExpr.get(i) for i in range(3)]  # loops (m, n, s) of the reduction
+    maps = [ir.AffineMap.get(nb + 4, 0, bs + [dm, d[0], dk]), ir.AffineMap.get(nb + 4, 0, bs + [d[0], dk, dn]),
+            ir.AffineMap.get(nb + 4, 0, [d[0]] + bs + [dm, dn])]
+    partial = rebuild_generic(op, [x, w], [partial_init], maps, ["parallel"] * (nb + 3) + ["reduction"],
+                              [0, 1, 2], [ir.RankedTensorType.get([s] + lead + [m, n], elem)])
+    e = [ir.AffineDimExpr.get(i) for i in range(nb + 3)]  # loops (b, m, n, s) of the reduction
     with ir.InsertionPoint(op), op.location:
         total = linalg.GenericOp(
-            [ir.RankedTensorType.get([m, n], elem)], [partial.results[0]], [init],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, [e[2], e[0], e[1]])),
-                              ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, [e[0], e[1]]))]),
+            [ir.RankedTensorType.get(lead + [m, n], elem)], [partial.results[0]], [init],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, [e[nb + 2]] + e[:nb + 2])),
+                              ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, e[:nb + 2]))]),
             ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
-                              for it in ("parallel", "parallel", "reduction")]))
+                              for it in ["parallel"] * (nb + 2) + ["reduction"]]))
     body = total.regions[0].blocks.append(elem, elem)
     with ir.InsertionPoint(body), op.location:
         add = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
         linalg.YieldOp([add.result])
     with ir.InsertionPoint(op), op.location:
-        result = _from_2d(total.results[0], out_t) if list(out_t.shape) != [m, n] else total.results[0]
+        result = _as_shape(total.results[0], list(out_t.shape)) if list(out_t.shape) != lead + [m, n] \
+            else total.results[0]
     op.results[0].replace_all_uses_with(result)
     op.erase()
     return True

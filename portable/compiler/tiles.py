@@ -22,12 +22,20 @@ def pow2_at_least(n: int) -> int:
     return p
 
 
+# Columns per thread that a row shared by a workgroup should give each thread: fewer threads per row (down to 32)
+# until it does. H200, softmax written by hand with one row per workgroup (session11/short_rows_*.json): rows of
+# 256 with 128 threads (2 columns each) 59.5% of 4.8 TB/s, 64 threads 61.6%; rows of 384, 128 threads 66.5%,
+# 64 threads 72.0%; rows of 4096 the same with 128 or 256 threads (73.3%).
+ROW_COLUMNS_PER_THREAD = 4
+
+
 def row_threads(reduction_threads: int, cols: int) -> int:
     """Threads sharing one row of `cols` columns (a row chain or a reduction on one workgroup per row): the
-    profile's `reduction_threads`, halved down to 32 while a thread would get fewer than two columns (a decoder's
-    RMSNorm over 384 or its attention softmax over 256 had been one thread per row); 0 when even 32 would."""
+    profile's `reduction_threads`, halved down to 32 while a thread would get fewer than ROW_COLUMNS_PER_THREAD
+    columns (a decoder's RMSNorm over 384 or its attention softmax over 256 had been one thread per row); 0 when
+    32 threads would get fewer than two."""
     t = reduction_threads
-    while t > 32 and cols < 2 * t:
+    while t > 32 and cols < ROW_COLUMNS_PER_THREAD * t:
         t //= 2
     return t if t and cols >= 2 * t else 0
 
