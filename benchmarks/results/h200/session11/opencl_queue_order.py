@@ -1,9 +1,10 @@
 """Does a plan of many small kernels run faster on NVIDIA's OpenCL from an in-order queue than from the
 out-of-order one portable uses where the device offers it (each kernel then carries its dependencies as event
 waits)? Session 11, H200. Each (package, mode) runs in a fresh process, modes alternating, 3 rounds: blocking
-calls exe(*inputs) with random floats and zero integers, after a second of warm-up; median of 300 calls.
+calls exe(*inputs) with random floats and zero integers, after a second of warm-up; median of 300 calls; or, with
+--decode, tokens/s of models.generate's greedy loop (cache on the device, 64 new tokens).
 
-    python opencl_queue_order.py --out F.json PACKAGE...
+    python opencl_queue_order.py --out F.json [--decode] PACKAGE...
 """
 
 import argparse
@@ -16,7 +17,7 @@ import time
 import numpy as np
 
 
-def one(package: str, mode: str) -> dict:
+def one(package: str, mode: str, decode: bool = False) -> dict:
     import portable
     import portable.runtime_cl.backend as B
 
@@ -28,6 +29,12 @@ def one(package: str, mode: str) -> dict:
 
         B.OpenCLBackend.__init__ = init
     exe = portable.load(package, device="opencl:0")
+    if decode:  # greedy decoding with the cache on the device (models/generate.py), 64 new tokens
+        from models.generate import generate_portable
+
+        generate_portable(exe, [1, 2, 3], 8)
+        g = generate_portable(exe, list(range(1, 34)), min(64, exe.inputs[2].shape[1] - 33))
+        return {"tokens_per_s": g.tokens_per_s, "dispatches": len(exe.executable.dispatches)}
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f" else np.zeros(s.shape, s.dtype)
           for s in exe.inputs]
@@ -46,10 +53,11 @@ def one(package: str, mode: str) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        print(json.dumps(one(sys.argv[2], sys.argv[3])))
+        print(json.dumps(one(sys.argv[2], sys.argv[3], len(sys.argv) > 4)))
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--decode", action="store_true", help="packages are decoder steps: time models.generate's loop")
     ap.add_argument("packages", nargs="+")
     a = ap.parse_args()
     res = {}
@@ -57,7 +65,8 @@ def main() -> None:
         res[pkg] = {"out-of-order": [], "in-order": []}
         for _ in range(3):
             for mode in ("out-of-order", "in-order"):
-                r = subprocess.run([sys.executable, __file__, "--one", pkg, mode], capture_output=True, text=True)
+                cmd = [sys.executable, __file__, "--one", pkg, mode] + (["decode"] if a.decode else [])
+                r = subprocess.run(cmd, capture_output=True, text=True)
                 if r.returncode:
                     res[pkg][mode].append({"error": r.stderr[-2000:]})
                     continue
