@@ -78,3 +78,30 @@ def test_rotary_embedding(device, tmp_path, extra_use):
         assert sorted(k.num_buffers for k in exe.kernels) == [2, 3, 5] and len(exe.dispatches) == 3
     else:
         assert len(exe.dispatches) == 1  # the five ops (nine ONNX nodes) are one kernel reading x, cos and sin
+
+
+def test_concat_of_an_op_reading_a_constant_fill(device, tmp_path):
+    """Two batch norms with the same statistics (their sqrt(var + eps) folds into one fill): one joins a concat,
+    the other stays outside. The concat takes the fill's value, not a read of the fill (a fill is never a kernel
+    of its own: left unread by any kernel it stayed on the host, and ShuffleNet's compile failed)."""
+    f32 = TensorProto.FLOAT
+    inits = [numpy_helper.from_array(np.full((4,), v, np.float32), n)
+             for n, v in (("scale", 1.5), ("bias", 0.25), ("mean", 0.1), ("var", 4.0))]
+    bn = ["scale", "bias", "mean", "var"]
+    nodes = [helper.make_node("BatchNormalization", ["x", *bn], ["a"], epsilon=1e-5),
+             helper.make_node("Concat", ["a", "y"], ["c"], axis=1),
+             helper.make_node("BatchNormalization", ["y", *bn], ["z"], epsilon=1e-5)]
+    ins = [helper.make_tensor_value_info(n, f32, [1, 4, 3, 3]) for n in ("x", "y")]
+    outs = [helper.make_tensor_value_info("c", f32, [1, 8, 3, 3]),
+            helper.make_tensor_value_info("z", f32, [1, 4, 3, 3])]
+    model = helper.make_model(helper.make_graph(nodes, "fill", ins, outs, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    exe = _compile(model, device)
+    import portable
+
+    exe.save(tmp_path / "f.ptx")
+    x, y = (RNG.standard_normal((1, 4, 3, 3)).astype(np.float32) for _ in range(2))
+    c, z = portable.load(tmp_path / "f.ptx", device=device)(x, y)
+    norm = lambda v: (v - 0.1) / np.sqrt(4.0 + 1e-5) * 1.5 + 0.25  # noqa: E731
+    np.testing.assert_allclose(c, np.concatenate([norm(x), y], axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, norm(y), rtol=1e-5, atol=1e-6)

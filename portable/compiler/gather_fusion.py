@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .gathers import MOVE
 from .ir_util import as_operation, clone_at
-from .linalg_info import indexing_maps, iterator_types, num_inputs
+from .linalg_info import fill_value, indexing_maps, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
@@ -90,7 +90,10 @@ def _compute_at(op: ir.Operation, read: ir.Operation) -> None:
         for i, (v, m) in enumerate(zip(list(op.operands)[:nin], maps[:nin])):
             if not list(body.arguments[i].uses):
                 continue
-            if isinstance(v.type, ir.ShapedType):
+            scalar = fill_value(v)
+            if scalar is not None:  # a fill's value itself: a fill is never a kernel of its own to be read from
+                mapping[body.arguments[i]] = scalar
+            elif isinstance(v.type, ir.ShapedType):
                 zero = arith.ConstantOp(ir.IndexType.get(), 0).result
                 mapping[body.arguments[i]] = tensor.ExtractOp(
                     v, [at[d] if d is not None else zero for d in _map_indices(m)]).result
