@@ -121,8 +121,7 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
     """Which row chains (row_chains.py) this profile runs as one kernel; None: none. CPU profiles run a row per
     thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
     over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
-    `row_fusion_shared_bytes`, with rows of at least two columns per thread (tiles.row_threads) and a grid the
-    device takes.
+    `row_fusion_shared_bytes`, with rows long enough to share (tiles.row_threads) and a grid the device takes.
     Chains that do not fit keep one kernel per op."""
     if not profile:
         return None

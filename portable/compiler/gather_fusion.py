@@ -151,9 +151,17 @@ def _pull(op: ir.Operation) -> bool:
 
 def fuse_gathers(func_op: ir.Operation) -> int:
     """Merge the slices and concats of `func_op`'s body with their elementwise neighbours (module docstring);
-    returns how many rewrites it made. Each rewrite replaces or erases ops: the walk starts over after it."""
+    returns how many rewrites it made. A pull erases only the op itself, so the walk goes on after it; a push
+    replaces the ops after it, so the walk starts over. Walks repeat while one changed anything (a pull can
+    leave an earlier op read only inside gathers)."""
     block = func_op.regions[0].blocks[0]
-    done = 0
-    while any(_push(op) or _pull(op) for op in [o.operation for o in block.operations if o.name == "linalg.generic"]):
-        done += 1
+    done, changed = 0, True
+    while changed:
+        changed = False
+        for op in [o.operation for o in block.operations if o.name == "linalg.generic"]:
+            if _push(op):
+                done, changed = done + 1, True
+                break
+            if _pull(op):
+                done, changed = done + 1, True
     return done

@@ -106,6 +106,14 @@ def _as_shape(value: ir.Value, shape: list[int]) -> ir.Value:
     return value
 
 
+def _replace(op: ir.Operation, value: ir.Value) -> None:
+    """Replace `op` by `value`, reshaped to its result's shape (the same non-unit dims)."""
+    with ir.InsertionPoint(op), op.location:
+        result = _as_shape(value, list(ir.RankedTensorType(op.results[0].type).shape))
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+
+
 def _init_as(value: ir.Value, shape: list[int]) -> ir.Value:
     """A matmul's init as `shape`: a fill made anew at that shape (a fill reshaped on its way to its consumer
     would stay out of every dispatch group), anything else reshaped."""
@@ -203,7 +211,7 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n:
     def lookup(v):
         if isinstance(v, ir.BlockArgument) and v.owner == block:
             return new[v.arg_number]
-        return next((b for a, b in mapped if a == v), v)
+        return next((new_v for old_v, new_v in mapped if old_v == v), v)
 
     with ir.InsertionPoint(pre_block), op.location:
         for o in ops:
@@ -227,11 +235,7 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n:
         mul = (arith.MulFOp if isinstance(elem, ir.FloatType) else arith.MulIOp)(a, b_)
         acc = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(o, mul.result)
         linalg.YieldOp([acc.result])
-    with ir.InsertionPoint(op), op.location:
-        result = _as_shape(mm.results[0], list(out_t.shape)) if list(out_t.shape) != lead + [m, n] \
-            else mm.results[0]
-    op.results[0].replace_all_uses_with(result)
-    op.erase()
+    _replace(op, mm.results[0])
     return mm.operation
 
 
@@ -265,8 +269,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
             return False  # the fused form runs as a workgroup per output, which does better than three kernels
         plain = _unfuse(op, roles, b, m, k, n)
         return plain is not None and split_matmul(plain, threads, per_thread)
-    out_t = ir.RankedTensorType(op.operands[2].type)
-    elem = out_t.element_type
+    elem = ir.RankedTensorType(op.operands[2].type).element_type
     d = [ir.AffineDimExpr.get(i) for i in range(nb + 4)]  # loops (s, b, m, n, k) of the partial sums
     bs, dm, dn, dk = d[1:1 + nb], d[1 + nb], d[2 + nb], d[3 + nb]
     with ir.InsertionPoint(op), op.location:
@@ -293,11 +296,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     with ir.InsertionPoint(body), op.location:
         add = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
         linalg.YieldOp([add.result])
-    with ir.InsertionPoint(op), op.location:
-        result = _as_shape(total.results[0], list(out_t.shape)) if list(out_t.shape) != lead + [m, n] \
-            else total.results[0]
-    op.results[0].replace_all_uses_with(result)
-    op.erase()
+    _replace(op, total.results[0])
     return True
 
 
