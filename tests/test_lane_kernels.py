@@ -17,7 +17,7 @@ from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 
 RNG = np.random.default_rng(5)
-OFF = dict(wide_buffers=False, loop_vectorize=False, subgroup_shared_reads=0,
+OFF = dict(wide_buffers=False, loop_vectorize=0, subgroup_shared_reads=0,
            elementwise_per_thread=4, gelu_as_sigmoid=False, recompute_private_rows=False,
            subgroup_rows=0, elementwise_rows_per_thread=1)
 
@@ -68,7 +68,7 @@ def test_depthwise_conv_taps_carried_in_registers(device, shape):
     assert "OpPhi %float" in scalar
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
     # Then the channel loop runs on vec4, the tap loops carrying vec4 accumulators (loop_vectorize.py).
-    exe, vec = _compile(device, text, loop_vectorize=True)
+    exe, vec = _compile(device, text, loop_vectorize=4)
     assert ("OpPhi %v4float" in vec) == (c % 4 == 0)
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
 
@@ -98,7 +98,7 @@ def test_row_loops_vectorized(device, rows, cols):
                                                                  1e-5))), gamma))
     xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,))]
     _, before = _compile(device, g.to_mlir())
-    exe, after = _compile(device, g.to_mlir(), loop_vectorize=True)
+    exe, after = _compile(device, g.to_mlir(), loop_vectorize=4)
     assert "OpLoad %v4float" not in before
     assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
@@ -117,8 +117,8 @@ def test_private_rows_recomputed(device, rows, cols, vectorized):
     var = g.mean(g.mul(xc, xc), axis=-1, keepdims=True)
     g.output(g.softmax(g.mul(x, 0.125), axis=-1), g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, 1e-5))), gamma), beta))
     xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (cols,))]
-    _, before = _compile(device, g.to_mlir(), loop_vectorize=vectorized)
-    exe, after = _compile(device, g.to_mlir(), loop_vectorize=vectorized, recompute_private_rows=True)
+    _, before = _compile(device, g.to_mlir(), loop_vectorize=4 if vectorized else 0)
+    exe, after = _compile(device, g.to_mlir(), loop_vectorize=4 if vectorized else 0, recompute_private_rows=True)
     assert _private_row(before, cols)
     assert _private_row(after, cols) == (rows < 8)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
@@ -137,7 +137,7 @@ def test_subgroup_rows(device, rows, cols):
     g.output(g.softmax(g.mul(x, 0.125), axis=-1), g.add(g.mul(g.mul(xc, g.rsqrt(g.add(var, 1e-5))), gamma), beta),
              g.sum(g.mul(x, x), axis=-1))
     xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (cols,))]
-    keys = dict(loop_vectorize=True, recompute_private_rows=True, subgroup_row_columns=2048)
+    keys = dict(loop_vectorize=4, recompute_private_rows=True, subgroup_row_columns=2048)
     _, before = _compile(device, g.to_mlir(), **keys)
     exe, after = _compile(device, g.to_mlir(), subgroup_rows=8, wide_buffers=True, **keys)
     assert "OpGroupNonUniformShuffleXor" not in before

@@ -166,6 +166,36 @@ def test_short_rows_with_the_nvidia_row_options(device, tmp_path, family, cols):
     assert len(exe.kernels) == 1
 
 
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+@pytest.mark.parametrize("rows,cols,serial", [(2 * 4096, 256, 2), (4 * 4096, 128, 4), (4096, 256, 1),
+                                              (4096 + 2, 128, 1), (2 * 4096, 384, 1)])
+def test_short_rows_run_serially(device, tmp_path, family, rows, cols, serial):
+    """With `row_workgroup_columns` (the nvidia profile's 384), a workgroup takes short rows one after the other
+    until they cover that many columns (compiler/serial_rows.py), where the rows divide and the grid keeps
+    tiles.SERIAL_ROWS_MIN_GRID workgroups; under the nvidia profile's row options, run and checked here."""
+    from portable.compiler import tiles
+
+    assert tiles.SERIAL_ROWS_MIN_GRID == 4096  # the shapes above are chosen around it
+    live, opts = _options(device)
+    sg = int(opts.get("subgroup_size") or 0)
+    shuffles = live.info.api == "vulkan" and 2 <= sg and 64 % sg == 0
+    g, shapes = BUILD[family](rows, cols)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=256, row_fusion_shared_bytes=_shared(device),
+               row_registers=32, row_vector_columns=4, subgroup_reduce=shuffles, row_workgroup_columns=384)
+    assert len(exe.kernels) == 1
+    assert sorted(exe.dispatches[0].grid) == [1, 1, rows // serial]
+
+
+def test_serial_rows_fence_workgroup_memory_only():
+    """The rows one workgroup takes were separate workgroups: no barrier of the nvidia profile's two-row softmax
+    orders global memory (each row's output is written before the next row's barriers)."""
+    g, _ = BUILD["softmax"](2 * 4096, 256)
+    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("opencl",))
+    assert exe.dispatches[0].grid == (4096, 1, 1)
+    src = exe.kernels[0].opencl
+    assert src.count("barrier(") == 4 and "CLK_GLOBAL_MEM_FENCE" not in src, src
+
+
 def test_rows_under_two_columns_per_subgroup_fall_back(device, tmp_path):
     """Rows shorter than two columns for each of 32 threads do not fill a workgroup: one kernel per op."""
     g, shapes = _layernorm(9, 60)

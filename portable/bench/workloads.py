@@ -64,6 +64,8 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
     "softmax_rows256": ("softmax", {"gpu": _rc(65536, 256), "cpu": _rc(4096, 256), "tiny": _rc(16, 256)}, "float32"),
     "layernorm_rows384": ("layernorm", {"gpu": _rc(32768, 384), "cpu": _rc(2048, 384), "tiny": _rc(16, 384)},
                           "float32"),
+    # A scaled copy of softmax_4096's bytes: what streaming alone reaches on the device, for the row workloads.
+    "scale_4096": ("scale", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
     "ew_chain_16Mi": ("ew_chain", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
     "add_64Mi": ("add", {"gpu": {"n": 64 << 20}, "cpu": {"n": 4 << 20}, "tiny": {"n": 4096}}, "float32"),
 }
@@ -84,6 +86,7 @@ MODEL_TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
 
 SOFTMAX_SCALE = 0.125  # 1/sqrt(64): the scaled softmax of attention with head dim 64
 LAYERNORM_EPS = 1e-5
+SCALE = 2.0  # scale_4096: y = 2x
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class Workload:
             dw = self.family == "depthwise_conv2d"
             return (f"{'dw' if dw else ''}conv {p['k']}x{p['k']} NHWC {p['n']}x{p['h']}x{p['w']}x{p['c']}"
                     + ("" if dw else f"->{p['f']}") + f" {dt}")
-        if self.family in ("softmax", "layernorm", "ew_chain"):
+        if self.family in ("softmax", "layernorm", "ew_chain", "scale"):
             return f"{self.family} {p['r']}x{p['c']} {dt}"
         if self.family == "model":
             name = "ResNet-50" if (p["depths"], p["width"]) == ([3, 4, 6, 3], 64) else \
@@ -180,6 +183,8 @@ def _graph(family: str, p: dict, dtype: str):
         g.output(g.add(g.gelu(g.add(x, bias)), res))
     elif family == "add":
         g.output(g.add(g.input((p["n"],), dtype), g.input((p["n"],), dtype)))
+    elif family == "scale":
+        g.output(g.mul(g.input((p["r"], p["c"]), dtype), SCALE))
     else:
         raise KeyError(family)
     return g
@@ -278,6 +283,9 @@ def build(wid: str, size_class: str, onnx_path: str | None = None) -> Workload:
         text = _graph(family, p, dtype).to_mlir()
         if family == "layernorm":
             built_with = "portable.Graph (mean, sub, mul, add, rsqrt: no layernorm op)"
+    elif family == "scale":
+        ins, out = [((p["r"], p["c"]), dtype)], ((p["r"], p["c"]), dtype)
+        flops, bound, text = float(p["r"] * p["c"]), "memory", _graph(family, p, dtype).to_mlir()
     elif family == "add":
         ins, out = [((p["n"],), dtype)] * 2, ((p["n"],), dtype)
         flops, bound, text = float(p["n"]), "memory", _graph(family, p, dtype).to_mlir()

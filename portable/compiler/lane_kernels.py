@@ -3,7 +3,8 @@
 
   gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
   elementwise_rows_per_thread  2-d elementwise thread tiles unrolled into rows of 8 (row_vectors.py)
-  loop_vectorize          scalar loops along the innermost dim of their buffers run on vec4 (loop_vectorize.py)
+  loop_vectorize          scalar loops along the innermost dim of their buffers run on vectors of this width
+                          (loop_vectorize.py; lavapipe: vec4; the OpenCL C path takes the same key, pipeline.py)
   recompute_private_rows  rows a loop of arithmetic writes to private memory are recomputed where read
                           (private_rows.py; before loop_vectorize, whose loops then read the inputs)
   subgroup_rows           a subgroup's rows one after the other, columns across its lanes, in registers
@@ -52,8 +53,8 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= gelu_as_sigmoid(gpu_module())
         if profile.get("recompute_private_rows"):
             changed |= recompute_private_rows(gpu_module())
-        if profile.get("loop_vectorize"):
-            changed |= vectorize_loops(gpu_module())
+        if int(profile.get("loop_vectorize", 0)) > 1:
+            changed |= vectorize_loops(gpu_module(), int(profile["loop_vectorize"]))
         if profile.get("subgroup_rows"):
             changed |= split_rows(module, gpu_module, int(profile["subgroup_rows"]),
                                   int(profile.get("subgroup_row_columns", 1024)))

@@ -30,13 +30,14 @@ _IDENTITY = {"add": 0.0, "mul": 1.0, "maximumf": float("-inf"), "maxnumf": float
              "minimumf": float("inf"), "minnumf": float("inf")}
 
 
-def vectorize_loops(gpu_module: ir.Operation) -> bool:
-    """Vectorize the eligible scalar loops of every gpu.func in `gpu_module`, in place; whether any was."""
+def vectorize_loops(gpu_module: ir.Operation, width: int = WIDTH) -> bool:
+    """Vectorize the eligible scalar loops of every gpu.func in `gpu_module` by `width` columns, in place; whether
+    any was."""
     changed = False
     for loop in find_ops(gpu_module, ("scf.for",)):
-        plan = _plan(loop)
+        plan = _plan(loop, width)
         if plan is not None:
-            _rewrite(loop, *plan)
+            _rewrite(loop, width, *plan)
             changed = True
     return changed
 
@@ -148,10 +149,10 @@ class _Plan:
         return all((y in self.vec) == (a in self.vec) for y, a in zip(yields, list(body.arguments)[1:]))
 
 
-def _plan(loop: ir.Operation):
+def _plan(loop: ir.Operation, width: int):
     """(vector values, reductions {iter_arg index: (combine op, kind)}) when `loop` can be vectorized, else None."""
     lb, ub, step = (constant_int(v) for v in list(loop.operands)[:3])
-    if lb != 0 or step != 1 or ub is None or ub <= 0 or ub % WIDTH:
+    if lb != 0 or step != 1 or ub is None or ub <= 0 or ub % width:
         return None
     body = loop.regions[0].blocks[0]
     accs = list(body.arguments)[1:]
@@ -179,22 +180,22 @@ def _plan(loop: ir.Operation):
     return plan.vec, reductions
 
 
-def _vt(t: ir.Type) -> ir.Type:
-    return ir.VectorType.get([WIDTH], t)
+def _vt(t: ir.Type, width: int) -> ir.Type:
+    return ir.VectorType.get([width], t)
 
 
-def _rewrite(loop: ir.Operation, vec: set, reductions: dict) -> None:
+def _rewrite(loop: ir.Operation, width: int, vec: set, reductions: dict) -> None:
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
     accs = list(body.arguments)[1:]
     inits = list(loop.operands)[3:]
     with ir.InsertionPoint(loop), loop.location:
-        step = arith.ConstantOp(ir.IndexType.get(), WIDTH).result
+        step = arith.ConstantOp(ir.IndexType.get(), width).result
         starts = []
         for i, acc in enumerate(accs):
             et = acc.type
-            ident = arith.ConstantOp(_vt(et), ir.DenseElementsAttr.get_splat(
-                _vt(et), ir.FloatAttr.get(et, _IDENTITY[reductions[i][1]]))).result
+            ident = arith.ConstantOp(_vt(et, width), ir.DenseElementsAttr.get_splat(
+                _vt(et, width), ir.FloatAttr.get(et, _IDENTITY[reductions[i][1]]))).result
             starts.append(ident)
         new = scf.ForOp(loop.operands[0], loop.operands[1], step, starts)
     nb = new.regions[0].blocks[0]
@@ -202,7 +203,7 @@ def _rewrite(loop: ir.Operation, vec: set, reductions: dict) -> None:
     for acc, arg in zip(accs, list(nb.arguments)[1:]):
         values[acc] = arg
     with ir.InsertionPoint(nb), loop.location:
-        _rewrite_block(body, values, vec)
+        _rewrite_block(body, values, vec, width)
         scf.YieldOp([values[r[0].results[0]] for _, r in sorted(reductions.items())])
     with ir.InsertionPoint.after(new.operation), loop.location:
         for i, (comb, kind) in sorted(reductions.items()):
@@ -214,14 +215,14 @@ def _rewrite(loop: ir.Operation, vec: set, reductions: dict) -> None:
     loop.erase()
 
 
-def _get(values: dict, v: ir.Value, want_vector: bool) -> ir.Value:
+def _get(values: dict, v: ir.Value, want_vector: bool, width: int = 0) -> ir.Value:
     nv = values.get(v, v)
     if want_vector and not isinstance(nv.type, ir.VectorType):
-        return vector.BroadcastOp(_vt(nv.type), nv).result
+        return vector.BroadcastOp(_vt(nv.type, width), nv).result
     return nv
 
 
-def _rewrite_block(block: ir.Block, values: dict, vec: set) -> None:
+def _rewrite_block(block: ir.Block, values: dict, vec: set, width: int) -> None:
     """The ops of `block` but its terminator, at the insertion point, with `vec` values as vec4."""
     for op in [o.operation for o in block.operations][:-1]:
         name = op.name
@@ -231,16 +232,16 @@ def _rewrite_block(block: ir.Block, values: dict, vec: set) -> None:
             pad = arith.ConstantOp(et, ir.FloatAttr.get(et, 0.0) if isinstance(et, ir.FloatType)
                                    else ir.IntegerAttr.get(et, 0)).result
             values[op.results[0]] = vector.TransferReadOp(
-                _vt(et), mem, idx, ir.AffineMap.get_minor_identity(len(idx), 1), pad, [True]).result
+                _vt(et, width), mem, idx, ir.AffineMap.get_minor_identity(len(idx), 1), pad, [True]).result
         elif name == "memref.store":
             mem, idx = op.operands[1], [_get(values, v, False) for v in list(op.operands)[2:]]
-            vector.TransferWriteOp(None, _get(values, op.operands[0], True), mem, idx,
+            vector.TransferWriteOp(None, _get(values, op.operands[0], True, width), mem, idx,
                                    ir.AffineMap.get_minor_identity(len(idx), 1), [True])
         elif name == "scf.for":
-            _rewrite_loop(op, values, vec)
+            _rewrite_loop(op, values, vec, width)
         elif op.results and op.results[0] in vec:
-            operands = [_get(values, v, True) for v in op.operands]
-            new_op = ir.Operation.create(name, results=[_vt(op.results[0].type)], operands=operands,
+            operands = [_get(values, v, True, width) for v in op.operands]
+            new_op = ir.Operation.create(name, results=[_vt(op.results[0].type, width)], operands=operands,
                                          attributes={k: op.attributes[k] for k in op.attributes})
             values[op.results[0]] = new_op.results[0]
         else:  # scalar: loads at indices the loop does not change, math on them, the column index
@@ -251,17 +252,17 @@ def _rewrite_block(block: ir.Block, values: dict, vec: set) -> None:
                 values[old] = new
 
 
-def _rewrite_loop(op: ir.Operation, values: dict, vec: set) -> None:
+def _rewrite_loop(op: ir.Operation, values: dict, vec: set, width: int) -> None:
     """A loop nested in the vectorized one, rebuilt with vec4 iter_args where planned."""
     bounds = [_get(values, v, False) for v in list(op.operands)[:3]]
-    inits = [_get(values, v, v in vec) for v in list(op.operands)[3:]]
+    inits = [_get(values, v, v in vec, width) for v in list(op.operands)[3:]]
     new = scf.ForOp(bounds[0], bounds[1], bounds[2], inits)
     old_body, nb = op.regions[0].blocks[0], new.regions[0].blocks[0]
     for old, arg in zip(old_body.arguments, nb.arguments):
         values[old] = arg
     with ir.InsertionPoint(nb):
-        _rewrite_block(old_body, values, vec)
+        _rewrite_block(old_body, values, vec, width)
         yields = list(list(old_body.operations)[-1].operation.operands)
-        scf.YieldOp([_get(values, y, y in vec) for y in yields])
+        scf.YieldOp([_get(values, y, y in vec, width) for y in yields])
     for old, res in zip(op.results, new.results):
         values[old] = res

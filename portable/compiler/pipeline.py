@@ -20,11 +20,13 @@ from . import (
     gathers,
     lane_kernels,
     loop_registers,
+    loop_vectorize,
     plan,
     promotion,
     rewrites,
     row_columns,
     row_registers,
+    serial_rows,
     split,
     split_k,
     strategy,
@@ -128,6 +130,7 @@ def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
     _transform(module, script, "tile-and-map", dump)
     transform_script.hoist_step_barriers(module)
     subgroup_reduce.lower_combines(module)
+    serial_rows.run_rows_serially(module)
 
 
 def _transform(module: ir.Module, script: str, stage: str, dump: Dumper) -> None:
@@ -237,6 +240,10 @@ def _check_signature(fn: ir.Operation) -> None:
             raise UnsupportedOp(f"function arguments and results must be statically shaped tensors, got {t}")
 
 
+def _gpu_module(single: ir.Module) -> ir.Operation:
+    return next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
+
+
 def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper):
     from ..codegen_spirv import disassemble, spirv_from_gpu_module
 
@@ -265,9 +272,11 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             # fragments (wmma through inline PTX) take the same 16-byte copies as on Vulkan.
             ocl_asm = coop_staging.wide_copies(asm)
             single = ir.Module.parse("module attributes {gpu.container_module} {\n" + ocl_asm + "\n}")
+            if int(profile.get("loop_vectorize", 0)) > 1:  # CPU OpenCL (PoCL): row loops on float16
+                loop_vectorize.vectorize_loops(_gpu_module(single), int(profile["loop_vectorize"]))
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
             rewrites.workgroup_allocs_to_attributions(single)
-            gmod = next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
+            gmod = _gpu_module(single)
             ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), asm=profile.get("opencl_asm"))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")

@@ -38,6 +38,8 @@ class Strategy:
     # Row chains on one workgroup per row: the subgroup size whose shuffles combine each reduction's partials
     # (subgroup_reduce.py; 0 = a tree of partials in workgroup memory).
     subgroup_reduce: int = 0
+    # Row chains: rows one workgroup takes one after the other (serial_rows.py; tiles.serial_rows).
+    serial_rows: int = 1
     # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
     # tile a register accumulator across them (transform_script._conv_taps).
     root_taps: bool = False
@@ -71,6 +73,8 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     strategy serves every target of an executable)."""
     if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
         profile = dict(profile, **OPENCL_ONLY)
+    if "vulkan" in targets and int(profile.get("loop_vectorize", 0)) > 4:
+        profile = dict(profile, loop_vectorize=4)  # SPIR-V vectors have at most 4 lanes
     if "vulkan" in targets and profile.get("vectorize_gathers"):
         profile = dict(profile, vectorize_gathers="contiguous")
     if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_asm"):
@@ -143,8 +147,11 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
         t = tiles.row_threads(int(profile["reduction_threads"]), kind.ranges[-1])
         sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
+        rows = [r for r in kind.ranges[:-1] if r > 1]
+        serial = tiles.serial_rows(rows[0], kind.ranges[-1], int(profile.get("row_workgroup_columns", 0))) \
+            if len(rows) == 1 and t else 1
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
-                        subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0)
+                        subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0, serial_rows=serial)
     wg_red = _workgroup_reduction(kind, root, profile)
     if not wg_red and _loop_too_long(root, profile):
         # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all

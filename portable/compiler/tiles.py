@@ -40,6 +40,21 @@ def row_threads(reduction_threads: int, cols: int) -> int:
     return t if t and cols >= 2 * t else 0
 
 
+# serial_rows.py: a workgroup takes several rows only while the grid keeps this many workgroups (H200: 132 SMs x
+# 32 resident workgroups, about one wave), so that a decoder's few rows keep one workgroup each.
+SERIAL_ROWS_MIN_GRID = 4096
+
+
+def serial_rows(rows: int, cols: int, min_columns: int) -> int:
+    """Rows one workgroup of a row chain takes one after the other (serial_rows.py): the fewest, a power of two
+    dividing `rows`, that cover `min_columns` columns together (the profile's `row_workgroup_columns`; 0: one
+    row), while rows / that stays at least SERIAL_ROWS_MIN_GRID."""
+    r = 1
+    while min_columns and r * cols < min_columns and rows % (2 * r) == 0 and rows // (2 * r) >= SERIAL_ROWS_MIN_GRID:
+        r *= 2
+    return r
+
+
 def fill_device(kind: OpKind, par: list[int], per_thread: list[int], fill: int, rows_only: bool) -> None:
     """Halve a register tile (its larger side first, or with `rows_only` its rows) while it leaves fewer than
     `fill` threads: a late depthwise layer at batch 1 (MobileNetV2's 7x7x960) is 1920 threads of 8x4 outputs

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
+from ..workloads import LAYERNORM_EPS, SCALE, SOFTMAX_SCALE, Workload
 from .base import Prepared, Unsupported
 
 
@@ -65,6 +65,8 @@ def function(w: Workload) -> Callable[..., np.ndarray]:
         return lambda x, bias, res: _gelu_tanh(x + bias) + res
     if w.family == "add":
         return np.add
+    if w.family == "scale":
+        return lambda x: x * np.float32(SCALE)
     raise KeyError(w.family)
 
 

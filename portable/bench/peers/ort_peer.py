@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
+from ..workloads import LAYERNORM_EPS, SCALE, SOFTMAX_SCALE, Workload
 from .base import Peer, Prepared, Unavailable, Unsupported
 
 OPSET = 20
@@ -51,6 +51,9 @@ def _model(w: Workload):
                  N("Add", ["g", "in2"], ["out"])]
     elif w.family == "add":
         nodes = [N("Add", names, ["out"])]
+    elif w.family == "scale":
+        inits.append(helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE]))
+        nodes = [N("Mul", ["in0", "scale"], ["out"])]
     else:
         raise Unsupported(f"no ONNX form of {w.family}")
     graph = helper.make_graph(nodes, w.id, ins, [out], initializer=inits)

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
+from ..workloads import LAYERNORM_EPS, SCALE, SOFTMAX_SCALE, Workload
 from .base import Peer, Prepared, Unavailable, Unsupported
 
 
@@ -39,6 +39,8 @@ def _function(w: Workload):
         return lambda x, bias, res: (x + bias).gelu() + res  # tinygrad's gelu is the tanh form
     if w.family == "add":
         return lambda a, b: a + b
+    if w.family == "scale":
+        return lambda x: x * SCALE
     raise Unsupported(f"no tinygrad form of {w.family}")
 
 

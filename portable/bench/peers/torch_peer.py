@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..workloads import LAYERNORM_EPS, SOFTMAX_SCALE, Workload
+from ..workloads import LAYERNORM_EPS, SCALE, SOFTMAX_SCALE, Workload
 from .base import BATCH, Peer, Prepared, Unavailable, Unsupported
 
 
@@ -36,6 +36,8 @@ def _function(w: Workload, torch, f16_out_dtype: bool):
         return lambda x, bias, res: F.gelu(x + bias, approximate="tanh") + res
     if w.family == "add":
         return torch.add
+    if w.family == "scale":
+        return lambda x: x * SCALE
     raise Unsupported(f"no torch form of {w.family}")
 
 
