@@ -86,6 +86,10 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         for key in ("subgroup_rows", "subgroup_shared_reads"):
             if opts.get(key) and int(opts[key]) != opts["subgroup_size"]:
                 opts[key] = 0
+    # CPU OpenCL: a thread's matmul/conv tile is this many of the host's SIMD float vectors wide.
+    native = int(limits.get("native_float_vector_width") or 0)
+    if opts.get("thread_tile_native_vectors") and native and opts.get("thread_tile"):
+        opts["thread_tile"] = [int(opts["thread_tile"][0]), native * int(opts["thread_tile_native_vectors"])]
     if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
         opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
     # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):
