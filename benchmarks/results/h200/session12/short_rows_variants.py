@@ -158,7 +158,7 @@ def main() -> None:
         for rows in (1, 2, 4, 8):
             variants[f"generated_form_{t}_threads_{rows}_rows_serial"] = (
                 rows_variant(t, rows, C, True), (R // rows * t,), (t,))
-            if rows > 1:
+            if rows > 1 and t * rows <= 1024:
                 variants[f"generated_form_{t}_threads_{rows}_rows_parallel"] = (
                     rows_variant(t, rows, C, False), (t, R), (t, rows))
     for rows in (1, 2, 4, 8, 16):
