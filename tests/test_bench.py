@@ -135,3 +135,33 @@ def test_best_of_rounds_never_hides_a_failure():
     assert best_of_rounds([[rec("ok", 2.0)], [rec("ok", 1.0)]])[0]["round_device_ms"] == [2.0, 1.0]
     assert best_of_rounds([[rec("ok", 2.0)], [rec("ok", 1.0)]])[0]["device_ms"]["median_ms"] == 1.0
     assert best_of_rounds([[rec("ok", 1.0)], [rec("WRONG", 0)]])[0]["status"] == "WRONG"
+
+
+def test_targets_section_marks_misses_with_their_reasons():
+    """The report's Targets section reads each rule of the device's profile off the run's figures: met, missed
+    with the recorded reason and this run's back-to-back time, or missed with no reason recorded."""
+    from portable.bench import report, targets
+
+    def rec(peer, device, wid, ms, kernel=None):
+        r = {"peer": peer, "device": device, "size_class": "cpu", "workload": wid, "status": "ok",
+             "device_ms": {"median_ms": ms}}
+        if kernel:
+            r["kernel_ms"] = {"median_ms": kernel}
+        return r
+
+    w = {"flops": 1.0, "bytes": 1.0, "bound": "memory", "label": "x"}
+    dev = {"uri": "opencl:0", "profile": "pocl", "size_class": "cpu", "name": "pthread-haswell"}
+    result = {"workloads": {"cpu": {"add_64Mi": w, "matmul_1024_f32": dict(w, bound="compute")}},
+              "results": [rec("portable", "opencl:0", "add_64Mi", 1.0, kernel=0.9),
+                          rec("tinygrad", "opencl:0", "add_64Mi", 1.5),
+                          rec("portable", "opencl:0", "matmul_1024_f32", 1.0),
+                          rec("tinygrad", "opencl:0", "matmul_1024_f32", 3.0),
+                          rec("numpy", "host", "matmul_1024_f32", 0.2)]}
+    rows = {(r.split(" | ")[0][2:], r.split(" | ")[1]): r for r in
+            targets.section(result, dev, report.index(result), report._ms)[4:]}
+    add = rows[(">= 2x tinygrad on every workload", "add_64Mi")]
+    assert "1.50x tinygrad" in add and "**no**" in add and "memory-bound" in add and "0.900 ms" in add
+    assert "| yes |" in rows[(">= 2x tinygrad on every workload", "matmul_1024_f32")]
+    slow = rows[("matmul within 3x of numpy", "matmul_1024_f32")]
+    assert "0.20x numpy" in slow and "**no**" in slow and "no reason recorded" in slow
+    assert targets.section(result, dict(dev, profile="generic"), report.index(result), report._ms) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from . import targets
 from .peaks import fraction_of_peak, peak_for
 
 
@@ -158,6 +159,9 @@ def markdown(result: dict) -> str:
         L += ["", "End to end (with transfers):", ""]
         L += device_table(result, dev, "e2e_ms")
         L.append("")
+        checked = targets.section(result, dev, index(result), _ms)
+        if checked:
+            L += checked + [""]
     for k, v in result["peers"].items():
         if "unavailable" in v:
             L.append(f"Not run: **{k}**: {v['unavailable'].splitlines()[0]}  ")

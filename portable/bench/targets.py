@@ -1,0 +1,118 @@
+"""The targets of ../shared/BENCHMARKS.md checked against one run's figures: the report's "Targets" section.
+
+Each rule names the profile it holds for, the workloads, the figure (a peer's time over portable's, or the
+fraction of the device's peak) and the table it is read from: back to back (kernel time without submission
+latency) where portable and the peer both have one, device-only otherwise. A missed target prints the reason
+found by reading the generated code (REASONS), next to the figures of this run that bear on it; a miss without
+a recorded reason says so.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from .peaks import fraction_of_peak
+
+
+@dataclass(frozen=True)
+class Rule:
+    what: str
+    workloads: str  # fnmatch pattern over workload ids
+    peer: str  # the peer whose time portable's is divided into; "peak": fraction of the device's peak
+    at_least: float
+
+    def figure(self, mine: float, theirs: float | None, fraction: float | None) -> float | None:
+        if self.peer == "peak":
+            return fraction
+        return theirs / mine if theirs else None
+
+
+RULES: dict[str, list[Rule]] = {
+    "nvidia": [
+        Rule("f32 matmul 4096 >= 0.8x PyTorch (TF32 off)", "matmul_4096_f32", "torch", 0.8),
+        Rule("f16 matmul 4096 >= 0.5x PyTorch", "matmul_4096_f16", "torch", 0.5),
+        Rule("bandwidth-bound ops >= 80% of HBM bandwidth", "softmax_*", "peak", 0.8),
+        Rule("bandwidth-bound ops >= 80% of HBM bandwidth", "layernorm_*", "peak", 0.8),
+        Rule("bandwidth-bound ops >= 80% of HBM bandwidth", "ew_chain_*", "peak", 0.8),
+        Rule("bandwidth-bound ops >= 80% of HBM bandwidth", "add_*", "peak", 0.8),
+        Rule("conv2d >= 0.5x PyTorch", "*conv*", "torch", 0.5),
+    ],
+    "lavapipe": [Rule(">= 3x IREE on every workload", "*", "iree", 3.0)],
+    "pocl": [
+        Rule(">= 2x tinygrad on every workload", "*", "tinygrad", 2.0),
+        Rule("matmul within 3x of numpy", "matmul_*", "numpy", 1 / 3),
+    ],
+}
+
+STREAM_WORKLOAD = "scale_4096"
+_STREAM = ("one read of each input and one write of the output per element (PORTABLE_DUMP: one workgroup per row, "
+           "the row held in registers between the reductions); scale_4096, a scaled copy of 128 MiB, is the "
+           "streaming rate it is held against")
+# (profile, workload pattern) -> why the target is missed, from the generated code.
+REASONS: dict[tuple[str, str], str] = {
+    ("nvidia", "softmax_*"): _STREAM,
+    ("nvidia", "layernorm_*"): _STREAM + "; two dependent workgroup reductions (mean, then variance) per row",
+    ("pocl", "add_*"): "memory-bound at the host's bandwidth: one float16 load per input and one store per "
+                       "work-item; numpy's add on the same silicon is the comparison",
+    ("pocl", "scale_*"): "a copy of 8 MiB: PoCL's submission and wait (the difference to the back-to-back time) "
+                         "is most of a call",
+    ("lavapipe", "scale_*"): "one 32-byte load and store per lane per 8 elements (wide_buffers); llvmpipe's "
+                             "per-access loop over the lanes sets the rate, as for add",
+}
+
+
+def _reason(profile: str, wid: str) -> str:
+    for (prof, pattern), text in REASONS.items():
+        if prof == profile and fnmatch.fnmatch(wid, pattern):
+            return text
+    return "no reason recorded"
+
+
+def section(result: dict, dev: dict, idx: dict, ms) -> list[str]:
+    """Markdown lines: every target of `dev`'s profile against this run (`idx`: report.index, `ms`: report._ms)."""
+    rules = RULES.get(dev["profile"])
+    if not rules:
+        return []
+    sc = dev["size_class"]
+    ws = result["workloads"].get(sc, {})
+    lines = [f"Targets for profile {dev['profile']} (back to back where both sides have it, else device-only):", "",
+             "| target | workload | figure | met | why not |", "|---|---|---|---|---|"]
+    for rule in rules:
+        for wid, w in ws.items():
+            if not fnmatch.fnmatch(wid, rule.workloads):
+                continue
+            mine_rec = idx.get(("portable", dev["uri"], sc, wid))
+            where = "host" if rule.peer in ("numpy", "onnxruntime") else "torch" if rule.peer == "torch" else dev["uri"]
+            theirs_rec = idx.get((rule.peer, where, sc, wid)) if rule.peer != "peak" else None
+            key = "kernel_ms" if ms(mine_rec, "kernel_ms") and (rule.peer == "peak" or ms(theirs_rec, "kernel_ms")) \
+                else "device_ms"
+            mine, theirs = ms(mine_rec, key), ms(theirs_rec, key)
+            if mine is None:
+                continue
+            frac = fraction_of_peak(dev["name"], w, mine / 1e3) if rule.peer == "peak" else None
+            fig = rule.figure(mine, theirs, frac)
+            if fig is None:
+                continue
+            shown = f"{100 * fig:.1f}% ({key})" if rule.peer == "peak" else f"{fig:.2f}x {rule.peer} ({key})"
+            met = fig >= rule.at_least
+            why = "" if met else _reason(dev["profile"], wid) + _context(result, dev, idx, ms, rule, wid, key)
+            lines.append(f"| {rule.what} | {wid} | {shown} | {'yes' if met else '**no**'} | {why} |")
+    return lines
+
+
+def _context(result: dict, dev: dict, idx: dict, ms, rule: Rule, wid: str, key: str) -> str:
+    """This run's figures that bear on a miss: the streaming workload's fraction of peak beside a bandwidth
+    target, the kernel alone (back to back) beside a device-only time."""
+    sc = dev["size_class"]
+    notes = []
+    ref = result["workloads"].get(sc, {}).get(STREAM_WORKLOAD)
+    ref_ms = ms(idx.get(("portable", dev["uri"], sc, STREAM_WORKLOAD)), key)
+    if rule.peer == "peak" and ref and ref_ms and wid != STREAM_WORKLOAD:
+        f = fraction_of_peak(dev["name"], ref, ref_ms / 1e3)
+        if f is not None:
+            notes.append(f"{STREAM_WORKLOAD} in this run: {100 * f:.1f}%")
+    alone = ms(idx.get(("portable", dev["uri"], sc, wid)), "kernel_ms")
+    if key == "device_ms" and alone:
+        notes.append(f"portable's kernel alone (back to back): {alone:.3f} ms")
+    return f" ({'; '.join(notes)})" if notes else ""
