@@ -52,7 +52,8 @@ def _accesses(op: ir.Operation) -> list[tuple[ir.Value | None, bool]]:
         i = _STORES[name]
         if i >= len(operands):
             return [(None, True)]
-        return [(base_buffer(operands[i]), True)] if _is_global(operands[i]) else []
+        wrote = [(base_buffer(operands[i]), True)] if _is_global(operands[i]) else []
+        return wrote + [(base_buffer(v), False) for j, v in enumerate(operands) if j != i and _is_global(v)]
     found = [(base_buffer(v), False) for v in operands if _is_global(v)]
     return found if name in _READS else [(None, True)] if found else []
 

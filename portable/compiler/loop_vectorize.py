@@ -1,9 +1,11 @@
-"""Scalar loops over the innermost dim of their buffers become loops over vec4 (CPU Vulkan drivers: lavapipe).
+"""Scalar loops over the innermost dim of their buffers become loops over vectors (CPU drivers: profile key
+`loop_vectorize`, the width: lavapipe vec4; PoCL float16 in OpenCL C, where a work-item loop holding loops is not
+vectorized across work-items and a row's column loops had run as scalar chains of dependent adds).
 
 Row chains (softmax, layernorm) give each thread whole rows, walked by scalar column loops; on llvmpipe each of
 their buffer accesses is a loop over the SIMD lanes whose cost is mostly per access, so four columns per access
-cost little more than one. A loop is vectorized when it runs from 0 to a multiple of 4 in steps of 1 and its body
-is made of:
+cost little more than one. A loop is vectorized when it runs from 0 to a multiple of the width in steps of 1 and
+its body is made of:
   - loads and stores of statically shaped buffers whose innermost index is the induction variable (plus a
     loop-invariant offset) and whose other indices are loop-invariant: vec4 transfers;
   - loads at loop-invariant indices: kept scalar;
