@@ -159,7 +159,7 @@ def markdown(result: dict) -> str:
         L += ["", "End to end (with transfers):", ""]
         L += device_table(result, dev, "e2e_ms")
         L.append("")
-        checked = targets.section(result, dev, index(result), _ms)
+        checked = targets.section(result, dev, index(result), _ms, dict(peers_for(result, dev)))
         if checked:
             L += checked + [""]
     for k, v in result["peers"].items():

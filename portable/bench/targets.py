@@ -69,8 +69,9 @@ def _reason(profile: str, wid: str) -> str:
     return "no reason recorded"
 
 
-def section(result: dict, dev: dict, idx: dict, ms) -> list[str]:
-    """Markdown lines: every target of `dev`'s profile against this run (`idx`: report.index, `ms`: report._ms)."""
+def section(result: dict, dev: dict, idx: dict, ms, where: dict) -> list[str]:
+    """Markdown lines: every target of `dev`'s profile against this run (`idx`: report.index, `ms`: report._ms,
+    `where`: peer -> where it ran comparably with `dev`, report.peers_for)."""
     rules = RULES.get(dev["profile"])
     if not rules:
         return []
@@ -83,8 +84,7 @@ def section(result: dict, dev: dict, idx: dict, ms) -> list[str]:
             if not fnmatch.fnmatch(wid, rule.workloads):
                 continue
             mine_rec = idx.get(("portable", dev["uri"], sc, wid))
-            where = "host" if rule.peer in ("numpy", "onnxruntime") else "torch" if rule.peer == "torch" else dev["uri"]
-            theirs_rec = idx.get((rule.peer, where, sc, wid)) if rule.peer != "peak" else None
+            theirs_rec = idx.get((rule.peer, where.get(rule.peer), sc, wid)) if rule.peer != "peak" else None
             key = "kernel_ms" if ms(mine_rec, "kernel_ms") and (rule.peer == "peak" or ms(theirs_rec, "kernel_ms")) \
                 else "device_ms"
             mine, theirs = ms(mine_rec, key), ms(theirs_rec, key)

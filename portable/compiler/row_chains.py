@@ -150,10 +150,10 @@ def _chain_operand(consumer: ir.Operation, operand: int, members: _OpSet) -> ir.
     p = _producer(v)
     if p is not None and p in members:
         return p
-    depth = 0
-    while depth < 2 and _unit_reshape_source(v) is not None:
-        v = _unit_reshape_source(v)[1]
-        depth += 1
+    depth, src = 0, _unit_reshape_source(v)
+    while depth < 2 and src is not None:
+        v, depth = src[1], depth + 1
+        src = _unit_reshape_source(v)
     if not depth or _producer(v) not in members:
         return None
     for _ in range(depth):
