@@ -90,6 +90,9 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
     native = int(limits.get("native_float_vector_width") or 0)
     if opts.get("thread_tile_native_vectors") and native and opts.get("thread_tile"):
         opts["thread_tile"] = [int(opts["thread_tile"][0]), native * int(opts["thread_tile_native_vectors"])]
+    # Streaming stores past the cache the live device reports (compiler/nontemporal.py).
+    if opts.get("nontemporal_store_bytes") and limits.get("global_mem_cache_bytes"):
+        opts["nontemporal_store_bytes"] = int(limits["global_mem_cache_bytes"])
     if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
         opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
     # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):

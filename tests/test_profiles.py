@@ -260,6 +260,18 @@ def test_pocl_tile_follows_the_host_vector_width(lanes, tile):
     assert profiles.codegen_options(prof, live)["thread_tile"] == tile
 
 
+
+@pytest.mark.parametrize("cache,threshold", [(32 << 20, 32 << 20), (256 << 20, 256 << 20), (0, 32 << 20)])
+def test_pocl_streams_stores_past_the_live_cache(cache, threshold):
+    """PoCL's kernels store with nontemporal hints once their buffers outgrow the cache the device reports
+    (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE); without the query the profile's 32 MiB stays. Other profiles never do."""
+    prof = profiles.all_profiles()["pocl"]
+    live = dataclasses.replace(info("pthread-haswell-AMD EPYC", "Portable Computing Language", 0x1006, "opencl",
+                                    device_type="cpu"), limits={"global_mem_cache_bytes": cache})
+    assert profiles.codegen_options(prof, live)["nontemporal_store_bytes"] == threshold
+    nvidia = profiles.all_profiles()["nvidia"]
+    assert not profiles.codegen_options(nvidia, live).get("nontemporal_store_bytes")
+
 # ---- every profile compiles and validates -------------------------------------------------------------
 def _matmul_bias_relu() -> str:
     from portable.frontend.graph import Graph

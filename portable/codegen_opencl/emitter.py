@@ -346,7 +346,8 @@ def _vector_store(em: Emitter, op) -> None:
     n, mem, idx = _vector_access(em, op.operands[1], op.operands[2:], vt)
     x = em.val(op.operands[0])
     aligned = em.aligned_vector(op.operands[1], op.operands[2:], n, vt.element_type) if n else None
-    em.line(storage.vstore(mem, n, idx, x, aligned) if n else storage.store(mem, idx, x))
+    streaming = "nontemporal" in op.attributes and ir.BoolAttr(op.attributes["nontemporal"]).value
+    em.line(storage.vstore(mem, n, idx, x, aligned, streaming) if n else storage.store(mem, idx, x))
 
 
 def _vector_gather(em: Emitter, op) -> None:

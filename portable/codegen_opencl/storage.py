@@ -92,12 +92,15 @@ def store(mem: Mem, idx: str, x: str) -> str:
     return f"{mem.name}[{idx}] = {'(uchar)' + x if T.is_i1(mem.element) else x};"
 
 
-def vstore(mem: Mem, n: int, idx: str, x: str, aligned: str | None = None) -> str:
+def vstore(mem: Mem, n: int, idx: str, x: str, aligned: str | None = None, streaming: bool = False) -> str:
     """The statement storing the n-lane register vector x at linear offset idx, contiguously (`aligned`: as in
-    vload)."""
+    vload). `streaming` (a nontemporal store, compiler/nontemporal.py) needs the aligned address: clang's
+    builtin becomes an aligned nontemporal store (movntps faults on an unaligned one)."""
     if mem.encoding == "bits16":
         return vstore(_halves(mem), n, idx, x)
     ptr = pointer(mem, idx)
+    if aligned and streaming:
+        return f"__builtin_nontemporal_store({x}, (__global {aligned}*)({ptr}));"
     if aligned:
         return f"*(__global {aligned}*)({ptr}) = {x};"
     if mem.encoding == "half":

@@ -21,6 +21,7 @@ from . import (
     lane_kernels,
     loop_registers,
     loop_vectorize,
+    nontemporal,
     plan,
     promotion,
     rewrites,
@@ -277,6 +278,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
             rewrites.workgroup_allocs_to_attributions(single)
             gmod = _gpu_module(single)
+            nontemporal.mark(gmod, int(profile.get("nontemporal_store_bytes", 0)))
             ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), asm=profile.get("opencl_asm"))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")

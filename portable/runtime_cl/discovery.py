@@ -84,6 +84,8 @@ def _describe(index: int, platform: Any, device: Any) -> FoundDevice:
             "fp16": "cl_khr_fp16" in extensions,
             # SIMD lanes of a float vector (PoCL: 8 with AVX2, 16 with AVX-512).
             "native_float_vector_width": int(_query(device, "native_vector_width_float", 0) or 0),
+            # PoCL: the last-level cache (32 MiB on a 2-core EPYC's L3).
+            "global_mem_cache_bytes": int(_query(device, "global_mem_cache_size", 0) or 0),
             "int8": True,  # char/uchar are core OpenCL C
             "opencl_c_version": (_query(device, "opencl_c_version", "") or "").strip(),
             "extensions": extensions,
