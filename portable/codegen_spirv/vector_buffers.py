@@ -11,7 +11,7 @@ of a vector other threads may be writing); scalar loads become a vector load plu
 
 from __future__ import annotations
 
-from ..compiler.ir_util import find_ops, multiple_of
+from ..compiler.ir_util import find_ops, grouped_memref, multiple_of
 from ..compiler.mlir import arith, ir, memref, vector
 
 WIDTH = 4
@@ -96,7 +96,9 @@ def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
     if not all(_plain_vec4(op) and multiple_of(_mem_and_indices(op)[1][-1], WIDTH) for op in vec):
         return None
     elem_v = ir.VectorType.get([WIDTH], t.element_type)
-    new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // WIDTH], elem_v, memory_space=t.memory_space)
+    new_t = grouped_memref(t, WIDTH, elem_v)
+    if new_t is None:
+        return None
     buf.set_type(new_t)
     for op in mine:
         _rewrite(op, buf, elem_v)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from . import coop_matrix, promotion
-from .ir_util import as_operation, constant_int, find_ops, multiple_of
+from .ir_util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
 from .loop_registers import carry_in_registers, defined_outside
 from .mlir import arith, gpu, ir, memref, passmanager
 from .promotion import _clone_with, _slice
@@ -246,6 +246,8 @@ def wide_copies(asm: str) -> str:
         if not all(p is not None for p in pairs):
             continue  # the copies stay as they are (8 f16 accesses each): carried in registers they would
             # be vector<8xf16> values, which SPIR-V has no type for
+        if any(_widened(ir.MemRefType(read.operands[0].type)) is None for p in pairs for read, _ in p):
+            continue
         tiles = _widen(fn, tiles, pairs, buffers)
         for loop in loops:
             if buffers == 2 and len(loops) == 1:
@@ -297,9 +299,9 @@ def _eight(op: ir.Operation, vt: ir.Type) -> bool:
         multiple_of(_indices(op)[-1], VEC)
 
 
-def _widened(t: ir.MemRefType) -> ir.MemRefType:
-    u4 = ir.VectorType.get([4], ir.IntegerType.get_signless(32))
-    return ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // VEC], u4, memory_space=t.memory_space)
+def _widened(t: ir.MemRefType) -> ir.MemRefType | None:
+    """`t` as 16-byte elements (None: a view whose offset or strides are not whole 16-byte elements)."""
+    return grouped_memref(t, VEC, ir.VectorType.get([4], ir.IntegerType.get_signless(32)))
 
 
 def _widen(fn: ir.Operation, tiles: list[ir.Value], pairs: list[list], buffers: int) -> list[ir.Value]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
 from . import tiles
+from .horizontal import VIEW
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
 from .mlir import ir
 from .rewrites import rebuild_generic
@@ -160,8 +161,8 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None) -> list[Grou
 
     for op in list(block.operations):
         name = op.name
-        if name in _PASSIVE:
-            continue
+        if name in _PASSIVE or (name == "tensor.extract_slice" and VIEW in op.attributes):
+            continue  # bufferization makes these views of their source (horizontal.py's slices)
         if not is_structured(op):
             raise UnsupportedOp(
                 f"op '{name}' is not supported by the compiler yet (only linalg/tensor/arith/math ops on tensors "

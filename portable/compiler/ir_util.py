@@ -89,6 +89,24 @@ def base_buffer(v: ir.Value) -> ir.Value:
     return v
 
 
+def grouped_memref(t: ir.MemRefType, lanes: int, element: ir.Type) -> ir.MemRefType | None:
+    """`t` with every `lanes` innermost elements grouped into one `element` (a wider buffer element), its layout
+    counted in those: identity stays identity, a static strided view (a slice of a wider buffer) keeps its offset
+    and outer strides divided by `lanes`. None where they are not multiples of it (the caller then leaves the
+    buffer as it is)."""
+    shape = list(t.shape[:-1]) + [t.shape[-1] // lanes]
+    layout = t.layout
+    if isinstance(layout, ir.AffineMapAttr) and ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(t.rank):
+        return ir.MemRefType.get(shape, element, memory_space=t.memory_space)
+    strides, offset = t.get_strides_and_offset()
+    if any(t.is_dynamic_stride_or_offset(v) for v in strides + [offset]) or strides[-1] != 1 or offset % lanes \
+            or any(v % lanes for v in strides[:-1]):
+        return None
+    layout = ir.Attribute.parse(f"strided<[{', '.join(str(v // lanes) for v in strides[:-1] + [lanes])}], "
+                                f"offset: {offset // lanes}>")
+    return ir.MemRefType.get(shape, element, layout=layout, memory_space=t.memory_space)
+
+
 def as_operation(owner) -> ir.Operation:
     """A use's owner as an ir.Operation (the bindings give an OpView for registered ops)."""
     return owner.operation if hasattr(owner, "operation") else owner

@@ -220,10 +220,12 @@ def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
 def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
     """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked)."""
     from .gather_fusion import fuse_gathers  # these build on rebuild_generic, defined here
+    from .horizontal import VIEW, fuse_shared_lhs_matmuls
     from .host_scalars import sink_host_scalars
 
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
+    fuse_shared_lhs_matmuls(func_op)  # before the slices it leaves become gathers
     _i1_minmax_to_logic(func_op)
     block = func_op.regions[0].blocks[0]
     for op in list(block.operations):
@@ -234,7 +236,7 @@ def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
             pad_to_generic(op, vectorizable=vector_gathers)
         elif op.name == "tensor.concat":
             concat_to_generic(op)
-        elif op.name == "tensor.extract_slice":
+        elif op.name == "tensor.extract_slice" and VIEW not in op.attributes:
             extract_slice_to_generic(op)
     fuse_gathers(func_op)
     # After the gathers (a pad value may be such a scalar), before 0-d ops get their unit loop (so do the

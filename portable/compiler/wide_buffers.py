@@ -13,7 +13,7 @@ Measured on lavapipe (CPU ms, 2026-11-30): add 4 Mi f32 10.3 -> 8.3; bmm 8x256x6
 
 from __future__ import annotations
 
-from .ir_util import multiple_of
+from .ir_util import grouped_memref, multiple_of
 from .mlir import arith, ir, memref, vector
 
 _XFER = ("vector.transfer_read", "vector.transfer_write")
@@ -90,7 +90,9 @@ def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
         return None
     width = widths.pop()
     words = ir.VectorType.get([width // 2], ir.IntegerType.get_signless(64))
-    new_t = ir.MemRefType.get(list(t.shape[:-1]) + [t.shape[-1] // width], words, memory_space=t.memory_space)
+    new_t = grouped_memref(t, width, words)
+    if new_t is None:
+        return None
     buf.set_type(new_t)
     vec_t = ir.VectorType.get([width], elem)
     for u in users:

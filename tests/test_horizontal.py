@@ -1,0 +1,56 @@
+"""Horizontal fusion (compiler/horizontal.py): matmuls that share their left operand run as one matmul over the
+concatenated weights, each former result read in place as a slice of its output; on every device, against
+numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+
+RNG = np.random.default_rng(11)
+
+
+def _qkv_graph(rows: int, widths: tuple[int, ...], depth: int = 96):
+    """x [rows, depth] times one weight per width; the first result squared, the second doubled (one row: both
+    reshaped to heads first, as a decoder's Q and K, so the kernels after it take views of the fused output
+    at an offset), the rest returned as they are (a returned slice needs a buffer of its own)."""
+    g = portable.Graph()
+    x = g.input((rows, depth))
+    ws = [RNG.standard_normal((depth, w)).astype(np.float32) for w in widths]
+    outs = [g.matmul(x, g.constant(w)) for w in ws]
+    a, b = outs[0], outs[1]
+    if rows == 1:
+        a, b = (g.reshape(v, (w // 4, 1, 4)) for v, w in zip(outs[:2], widths[:2]))
+    results = [g.mul(a, a), g.add(b, b)] + outs[2:]
+    g.output(*results)
+    return g, ws
+
+
+@pytest.mark.parametrize("rows,widths", [(1, (64, 64, 64)), (1, (36, 100, 12)), (5, (64, 32, 96)),
+                                         (3, (8, 20, 4))])
+def test_shared_lhs_matmuls_run_as_one(device, rows, widths):
+    """Widths whose offsets are whole vec4s and widths whose are not (their views keep scalar accesses), one row
+    (a decode step: the slices are contiguous) and several (strided views)."""
+    g, ws = _qkv_graph(rows, widths)
+    exe = portable.compile(g.to_mlir(), device=device)
+    weights = [a.shape for a in exe.executable.constants.values() if a.ndim == 2]
+    assert weights == [(96, sum(widths))], f"the weights were not concatenated: {weights}"
+    x = RNG.standard_normal((rows, 96)).astype(np.float32)
+    for out, ref in zip(exe(x), g.reference(x)):
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-4)
+    exe.close()
+
+
+def test_matmuls_with_other_left_operands_stay_apart(device):
+    g = portable.Graph()
+    x, y = g.input((2, 32)), g.input((2, 32))
+    w = RNG.standard_normal((32, 16)).astype(np.float32)
+    g.output(g.matmul(x, g.constant(w)), g.matmul(y, g.constant(w)))
+    exe = portable.compile(g.to_mlir(), device=device)
+    assert all(a.shape != (32, 32) for a in exe.executable.constants.values())
+    xs = [RNG.standard_normal((2, 32)).astype(np.float32) for _ in range(2)]
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
+    exe.close()
