@@ -28,17 +28,34 @@ def _qkv_graph(rows: int, widths: tuple[int, ...], depth: int = 96):
     return g, ws
 
 
-@pytest.mark.parametrize("rows,widths", [(1, (64, 64, 64)), (1, (36, 100, 12)), (5, (64, 32, 96)),
-                                         (3, (8, 20, 4))])
+@pytest.mark.parametrize("rows,widths", [(1, (64, 64, 64)), (1, (36, 100, 12)), (1, (8, 20, 4)),
+                                         (5, (64, 32, 96)), (3, (8, 20, 4))])
 def test_shared_lhs_matmuls_run_as_one(device, rows, widths):
-    """Widths whose offsets are whole vec4s and widths whose are not (their views keep scalar accesses), one row
-    (a decode step: the slices are contiguous) and several (strided views)."""
+    """Widths whose offsets are whole vec4s and widths whose are not (their views keep scalar accesses). One row
+    (a decode step) merges; several rows stay apart (their slices would be strided)."""
     g, ws = _qkv_graph(rows, widths)
     exe = portable.compile(g.to_mlir(), device=device)
-    weights = [a.shape for a in exe.executable.constants.values() if a.ndim == 2]
-    assert weights == [(96, sum(widths))], f"the weights were not concatenated: {weights}"
+    weights = sorted(a.shape for a in exe.executable.constants.values() if a.ndim == 2)
+    expected = [(96, sum(widths))] if rows == 1 else sorted((96, w) for w in widths)
+    assert weights == expected, f"weights {weights}, expected {expected}"
     x = RNG.standard_normal((rows, 96)).astype(np.float32)
     for out, ref in zip(exe(x), g.reference(x)):
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-4)
+    exe.close()
+
+
+def test_matmuls_with_their_own_epilogues_stay_apart(device):
+    """Each result goes to an elementwise op of its own, which runs in its matmul's kernel: merged, those ops
+    would be kernels of their own, so the matmuls stay two kernels."""
+    g = portable.Graph()
+    x = g.input((1, 64))
+    ws = [RNG.standard_normal((64, w)).astype(np.float32) for w in (32, 48)]
+    a, b = (g.matmul(x, g.constant(w)) for w in ws)
+    g.output(g.relu(a), g.mul(b, b))
+    exe = portable.compile(g.to_mlir(), device=device)
+    assert sorted(c.shape for c in exe.executable.constants.values() if c.ndim == 2) == [(64, 32), (64, 48)]
+    x0 = RNG.standard_normal((1, 64)).astype(np.float32)
+    for out, ref in zip(exe(x0), g.reference(x0)):
         np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-4)
     exe.close()
 

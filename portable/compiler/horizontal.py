@@ -5,10 +5,12 @@ weights of its MLP: at decode time each is a matrix-vector product of a few micr
 its dispatch (and, split over K, a second dispatch that sums the partial products). Matmuls that read the same
 left operand, whose right operands are constants of the same depth and whose outputs start from the same fill,
 become one matmul over the weights concatenated along N (what a serving stack does by hand with a `qkv_proj`).
-Each former result is a static slice of its output, marked as a view: dispatch formation passes over it like a
-reshape and bufferization makes it a subview, so the kernels after it read the fused output in place (at an
-offset, strided where the matmul has several rows). A slice that is returned stays a copy (rewrites.py): an
-output needs a buffer of its own. The decoder step on the nvidia profile: 98 -> 74 dispatches.
+Only products of one row (matrix-vector, where the dispatch is the cost) merge: each former result is then a
+contiguous slice of the output, marked as a view: dispatch formation passes over it like a reshape and
+bufferization makes it a subview, so the kernels after it read the fused output in place, at an offset. (A slice
+of several rows is strided, and a reshape that merges its rows is no view; such matmuls stay apart.) A slice
+that is returned stays a copy (rewrites.py): an output needs a buffer of its own. The decoder step on the nvidia
+profile: 98 -> 74 dispatches.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ def _key(op: ir.Operation) -> tuple | None:
     b_t = ir.RankedTensorType(b.type)
     if b_t.rank != 2 or str(maps[1]) != "(d0, d1, d2) -> (d2, d1)" or str(maps[2]) != "(d0, d1, d2) -> (d0, d1)":
         return None
-    if str(maps[0]) != "(d0, d1, d2) -> (d0, d2)" or out_t.rank != 2:
-        return None
+    if str(maps[0]) != "(d0, d1, d2) -> (d0, d2)" or out_t.rank != 2 or out_t.shape[0] != 1:
+        return None  # one row: the slices are contiguous, so every reshape of them is a view too
     fill = fill_value(op.operands[2])
     if fill is None or not isinstance(fill, ir.OpResult) or fill.owner.operation.name != "arith.constant":
         return None
@@ -73,6 +75,19 @@ def _returned(v: ir.Value) -> bool:
     return False
 
 
+def _has_own_epilogue(op: ir.Operation, group: list[ir.Operation]) -> bool:
+    """Whether the result of `op` goes to a single elementwise op over as many loops, reading no other result of
+    `group`: that op would run in the matmul's kernel (dispatch.py joins it in place), where after a merge it
+    would be a kernel of its own."""
+    users = [use.owner.operation if hasattr(use.owner, "operation") else use.owner for use in op.results[0].uses]
+    if len(users) != 1 or users[0].name != "linalg.generic":
+        return False
+    kind = classify(users[0])
+    if kind.kind != "elementwise" or len(kind.ranges) != ir.RankedTensorType(op.results[0].type).rank:
+        return False
+    return not any(m != op and m.results[0] == v for m in group for v in users[0].operands)
+
+
 def fuse_shared_lhs_matmuls(func_op: ir.Operation) -> int:
     """Merge every group of matmuls (func_op's top level) that `_key` says may merge; returns how many groups
     were merged."""
@@ -84,6 +99,7 @@ def fuse_shared_lhs_matmuls(func_op: ir.Operation) -> int:
             groups.setdefault(k, []).append(op.operation)
     merged = 0
     for ops in groups.values():
+        ops = [op for op in ops if not _has_own_epilogue(op, ops)]
         if len(ops) < 2:
             continue
         weights = [_dense_constant(op.operands[1]) for op in ops]
