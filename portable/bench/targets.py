@@ -53,8 +53,9 @@ _STREAM = ("one read of each input and one write of the output per element (PORT
 REASONS: dict[tuple[str, str], str] = {
     ("nvidia", "softmax_*"): _STREAM,
     ("nvidia", "layernorm_*"): _STREAM + "; two dependent workgroup reductions (mean, then variance) per row",
-    ("pocl", "add_*"): "memory-bound at the host's bandwidth: one float16 load per input and one streaming "
-                       "(nontemporal) store per work-item; numpy's add on the same silicon is the comparison",
+    ("pocl", "add_*"): "memory-bound: one float16 load per input and one streaming (nontemporal) store per "
+                       "work-item, and each call adds PoCL's submission and wait; numpy's and onnxruntime's adds "
+                       "on the same silicon are the comparison",
     ("pocl", "scale_*"): "a copy of 8 MiB: PoCL's submission and wait (the difference to the back-to-back time) "
                          "is most of a call",
     ("lavapipe", "scale_*"): "one 32-byte load and store per lane per 8 elements (wide_buffers); llvmpipe's "

@@ -3,7 +3,7 @@
 A plain store first brings its cache line in (write-allocate), so a kernel streaming past the last-level cache
 reads every line it writes. A nontemporal store writes the line without reading it. PoCL on a 2-core EPYC (32 MiB
 L3), an add of float16 per work-item, back to back: 4 Mi floats (48 MiB moved) 1.24 -> 0.95 ms, 8 Mi 3.8 -> 3.0
-ms; 1-2 Mi (12-24 MiB, in cache) no gain. The hint goes on stores of vectors of at least 16 bytes into the kernel's
+ms; 1-2 Mi (12-24 MiB, in cache) no gain. The hint goes on vector stores of at least 16 bytes into the kernel's
 buffers (upstream's `nontemporal` attribute), which the OpenCL C emitter writes as `__builtin_nontemporal_store`
 where the address is aligned; a code generator may drop the hint. Only the PoCL profile sets the threshold:
 lavapipe's add of 4 Mi floats took the same 17-19 ms with SPIR-V's `Nontemporal` on its stores (llvmpipe's
@@ -51,9 +51,9 @@ def mark(gpu_module: ir.Operation, min_kernel_bytes: int) -> int:
         sizes = [_nbytes(a.type) for a in args if isinstance(a.type, ir.MemRefType)]
         if None in sizes or sum(sizes) < min_kernel_bytes:
             continue  # a dynamic size is not known to stream
-        for st in find_ops(fn, ("vector.store", "memref.store")):  # memref.store: of buffers of vectors
+        for st in find_ops(fn, ("vector.store",)):
             value, memref = st.operands[0], st.operands[1]
-            if not isinstance(value.type, ir.VectorType) or _bits(value.type) < 8 * MIN_STORE_BYTES:
+            if _bits(value.type) < 8 * MIN_STORE_BYTES:
                 continue
             base = base_buffer(memref)
             if any(base == a for a in args):
