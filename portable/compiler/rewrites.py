@@ -1,5 +1,7 @@
 """Small IR rewrites that put the graph into the shapes dispatch formation and tiling expect.
 
+- one-row matmuls that share their left operand become one over concatenated weights (horizontal.py), whose
+  slices stay views;
 - pads, concats and static slices become gather generics (see gathers.py), kernels of their own;
 - reductions with no parallel loop (a full reduction to a 0-d tensor) get a unit parallel loop, so the
   op can be distributed to a workgroup like every other;
