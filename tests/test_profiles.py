@@ -260,7 +260,6 @@ def test_pocl_tile_follows_the_host_vector_width(lanes, tile):
     assert profiles.codegen_options(prof, live)["thread_tile"] == tile
 
 
-
 @pytest.mark.parametrize("cache,threshold", [(32 << 20, 32 << 20), (256 << 20, 256 << 20), (0, 32 << 20)])
 def test_pocl_streams_stores_past_the_live_cache(cache, threshold):
     """PoCL's kernels store with nontemporal hints once their buffers outgrow the cache the device reports
@@ -271,6 +270,7 @@ def test_pocl_streams_stores_past_the_live_cache(cache, threshold):
     assert profiles.codegen_options(prof, live)["nontemporal_store_bytes"] == threshold
     nvidia = profiles.all_profiles()["nvidia"]
     assert not profiles.codegen_options(nvidia, live).get("nontemporal_store_bytes")
+
 
 # ---- every profile compiles and validates -------------------------------------------------------------
 def _matmul_bias_relu() -> str:
