@@ -56,7 +56,7 @@ class CompiledGraph:
         self.executable = exe
         self.device = device
         self.max_in_flight = max_in_flight
-        self.package_target = ""  # "api:profile" chosen from a .ptpk by load()
+        self.package_target = ""  # "api:profile[limits]" chosen from a .ptpk by load()
         self._cell: list[BoundExecutable | None] = [None]
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._cell)

@@ -35,14 +35,17 @@ APIS = ("vulkan", "opencl")
 
 @dataclass(frozen=True)
 class Target:
-    """One compiled form inside a package: an API and the device profile its kernels were tuned for."""
+    """One compiled form inside a package: an API, the device profile its kernels were tuned for, and the live
+    limits it was compiled for where the profile's [package] variants name some (a device must report them)."""
 
     api: str
     profile: str
     index: int  # position in the manifest's target list
+    requires: tuple[tuple[str, Any], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.api}:{self.profile}"
+        extra = ",".join(f"{k}={v}" for k, v in self.requires)
+        return f"{self.api}:{self.profile}" + (f"[{extra}]" if extra else "")
 
 
 def parse_target(text: str) -> tuple[str, str]:
@@ -63,14 +66,15 @@ def _content_hash(entries: dict[str, bytes], manifest: dict) -> str:
 
 
 # ---- writing ---------------------------------------------------------------------------------------------
-def write(path: str | Path, executables: Sequence[tuple[Executable, dict]]) -> str:
-    """Write one package from (Executable, profile dict) per target; returns its content hash."""
+def write(path: str | Path, executables: Sequence[tuple]) -> str:
+    """Write one package from (Executable, profile dict[, required live limits]) per target; returns its content
+    hash."""
     if not executables:
         raise PackageError("a package needs at least one target")
     entries: dict[str, bytes] = {}
     targets = []
     first = executables[0][0]
-    for i, (exe, profile) in enumerate(executables):
+    for i, (exe, profile, *rest) in enumerate(executables):
         if [s.__dict__ for s in exe.inputs] != [s.__dict__ for s in first.inputs] or \
                 [sig.__dict__ for _, sig in exe.outputs] != [sig.__dict__ for _, sig in first.outputs]:
             raise PackageError(f"target {i} ({exe.target}:{profile['name']}) has another signature than target 0")
@@ -83,9 +87,10 @@ def write(path: str | Path, executables: Sequence[tuple[Executable, dict]]) -> s
         kernels = [kernel_entry(k, f"targets/{i}/{j}", entries.__setitem__) for j, k in enumerate(exe.kernels)]
         targets.append({"api": exe.target, "profile": profile["name"],
                         "profile_match": dict(profile.get("match", {})),
+                        **({"requires": dict(rest[0])} if rest and rest[0] else {}),
                         "kernels": kernels, "plan": exe.plan_dict(), "weights": weights})
     manifest = {
-        "format": FORMAT, "version": max(exe.format_version for exe, _ in executables),  # 1 unless ranges are bound
+        "format": FORMAT, "version": max(e[0].format_version for e in executables),  # 1 unless ranges are bound
         "portable": __version__, "graph_hash": first.source_hash,
         "inputs": [s.__dict__ | {"shape": list(s.shape)} for s in first.inputs],
         "outputs": [sig.__dict__ | {"shape": list(sig.shape)} for _, sig in first.outputs],
@@ -103,8 +108,10 @@ def write(path: str | Path, executables: Sequence[tuple[Executable, dict]]) -> s
 
 
 def build(graph: Any, targets: Sequence[str], path: str | Path) -> str:
-    """Compile `graph` once per 'api:profile' target (no live device needed) and write the package."""
-    from . import cache, profiles
+    """Compile `graph` once per 'api:profile' target (no live device needed) and write the package. A profile's
+    [package] `variants` (live limits, e.g. PoCL's native_float_vector_width = 16 on AVX-512 hosts) add a target
+    each, compiled as for a device that reports them, where its kernels differ from the plain target's."""
+    from . import profiles
     from .api import graph_text
 
     text = graph_text(graph)
@@ -114,17 +121,30 @@ def build(graph: Any, targets: Sequence[str], path: str | Path) -> str:
         api, name = parse_target(spec)
         if name not in known:
             raise PackageError(f"target {spec!r}: no device profile named {name!r}; profiles: {', '.join(known)}")
-        opts = profiles.codegen_options(known[name])
-        key = cache.key(text, opts, (api,))
-        exe = cache.lookup(key)
-        if exe is None:
-            from .compiler.pipeline import compile_module  # the compile side is the only one that needs MLIR
-
-            exe = compile_module(text, opts, (api,))
-            cache.store(key, exe)
-        exe.profile = name
-        compiled.append((exe, known[name]))
+        prof = known[name]
+        base = _compiled(text, profiles.codegen_options(prof), api, name)
+        compiled.append((base, prof))
+        for limits in prof.get("package", {}).get("variants", []):
+            assumed = DeviceInfo(api=api, index=0, name="(ahead of time)", driver="", driver_version="",
+                                 vendor_id=0, device_id=0, device_type="other", limits=dict(limits))
+            exe = _compiled(text, profiles.codegen_options(prof, assumed), api, name)
+            if [(k.spirv, k.opencl) for k in exe.kernels] != [(k.spirv, k.opencl) for k in base.kernels]:
+                compiled.append((exe, prof, dict(limits)))
     return write(path, compiled)
+
+
+def _compiled(text: str, opts: dict, api: str, profile: str) -> Executable:
+    from . import cache
+
+    key = cache.key(text, opts, (api,))
+    exe = cache.lookup(key)
+    if exe is None:
+        from .compiler.pipeline import compile_module  # the compile side is the only one that needs MLIR
+
+        exe = compile_module(text, opts, (api,))
+        cache.store(key, exe)
+    exe.profile = profile
+    return exe
 
 
 # ---- reading ---------------------------------------------------------------------------------------------
@@ -149,7 +169,8 @@ class Package:
         if _content_hash(self._entries, self.manifest) != self.manifest.get("content_hash"):
             raise PackageError(f"{self.path}: content hash mismatch, the package is corrupt; copy it again or "
                                f"rebuild it with `portable compile`")
-        self.targets = [Target(t["api"], t["profile"], i) for i, t in enumerate(self.manifest["targets"])]
+        self.targets = [Target(t["api"], t["profile"], i, tuple(sorted(t.get("requires", {}).items())))
+                        for i, t in enumerate(self.manifest["targets"])]
 
     def _check_format(self) -> None:
         m = self.manifest
@@ -165,12 +186,15 @@ class Package:
         return self.manifest["content_hash"]
 
     def select(self, info: DeviceInfo, device_profile: str | None = None) -> Target:
-        """The target for a device: one whose profile matches it exactly, else its API's generic profile."""
+        """The target for a device: one whose profile matches it exactly (of those, the one compiled for the most
+        of the live limits the device reports), else its API's generic profile."""
         same_api = [t for t in self.targets if t.api == info.api]
-        for t in same_api:
-            if t.profile == device_profile or _matches(self.manifest["targets"][t.index]["profile_match"], info):
-                return t
-        for t in same_api:
+        fits = [t for t in same_api if all(info.limits.get(k) == v for k, v in t.requires)]
+        mine = [t for t in fits if t.profile == device_profile or
+                _matches(self.manifest["targets"][t.index]["profile_match"], info)]
+        if mine:
+            return max(mine, key=lambda t: len(t.requires))  # the first of the most specific
+        for t in fits:
             if t.profile == "generic":
                 return t
         have = ", ".join(str(t) for t in self.targets)

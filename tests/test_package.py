@@ -16,6 +16,7 @@ import pytest
 
 import portable
 from portable import config
+from portable.backend import DeviceInfo
 from portable.cli import main as cli
 from portable.package import FORMAT_VERSION, Package, build
 
@@ -193,3 +194,50 @@ def test_every_single_byte_flip_is_refused_or_harmless(package, tmp_path):
             Package(path)
         except portable.PackageError:
             pass
+
+
+def _mm_graph():
+    g = portable.Graph("mm")
+    a, b = g.input((128, 96)), g.input((96, 160))
+    g.output(g.matmul(a, b))
+    return g
+
+
+def _pocl_info(**limits) -> DeviceInfo:
+    return DeviceInfo(api="opencl", index=0, name="pthread-x86-64", driver="Portable Computing Language",
+                      driver_version="", vendor_id=0x10006, device_id=0, device_type="cpu", limits=limits)
+
+
+def test_pocl_packages_carry_the_avx512_tile(tmp_path):
+    """A PoCL target comes with a second one compiled for 16-lane hosts (devices/pocl.toml [package] variants:
+    the 8x32 tile); a device gets it only where it reports those 16 lanes. An elementwise graph, whose kernels
+    are the same either way, gets no second target."""
+    path = tmp_path / "mm.ptpk"
+    build(_mm_graph(), ["opencl:pocl"], path)
+    pkg = Package(path)
+    assert [str(t) for t in pkg.targets] == ["opencl:pocl", "opencl:pocl[native_float_vector_width=16]"]
+    assert pkg.select(_pocl_info(native_float_vector_width=16), "pocl") == pkg.targets[1]
+    assert pkg.select(_pocl_info(native_float_vector_width=8), "pocl") == pkg.targets[0]
+    assert pkg.select(_pocl_info(), None) == pkg.targets[0]
+    plain = tmp_path / "ew.ptpk"
+    build(G, ["opencl:pocl"], plain)
+    assert [str(t) for t in Package(plain).targets] == ["opencl:pocl"]
+
+
+def test_every_pocl_target_runs(device, tmp_path):
+    """Both PoCL targets of a package give numpy's product on a live OpenCL device, whatever its lanes."""
+    from portable.api import CompiledGraph
+    from portable.devices import open_device
+
+    if not device.startswith("opencl"):
+        pytest.skip("PoCL targets are OpenCL C")
+    path = tmp_path / "mm.ptpk"
+    build(_mm_graph(), ["opencl:pocl"], path)
+    pkg = Package(path)
+    live = open_device(device)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((128, 96)).astype(np.float32), rng.standard_normal((96, 160)).astype(np.float32)
+    for t in pkg.targets:
+        exe = CompiledGraph(pkg.executable(t), live)
+        np.testing.assert_allclose(exe(a, b)[0], a @ b, rtol=1e-4, atol=1e-4, err_msg=str(t))
+        exe.close()
