@@ -1,6 +1,6 @@
 """OpenCLBackend: one device, one context; an in-order queue for synchronous transfers and `execute`, and a
-queue for recorded plans (out-of-order with event dependencies where the device has it) whose runs are
-asynchronous and use cl_khr_command_buffer where the driver offers it."""
+queue for recorded plans whose runs are asynchronous: cl_khr_command_buffer recordings where the driver offers them
+(on an out-of-order queue where it has one), else kernels enqueued in order (see OpenCLBackend.__init__)."""
 
 from __future__ import annotations
 
