@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ir_util import as_operation
 from .linalg_info import body_op_names, classify, fill_value, indexing_maps, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
@@ -68,7 +69,7 @@ def _key(op: ir.Operation) -> tuple | None:
 def _returned(v: ir.Value) -> bool:
     """Whether `v`, or a reshape of it, is returned by the function."""
     for use in v.uses:
-        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        owner = as_operation(use.owner)
         if owner.name == "func.return":
             return True
         if owner.name in ("tensor.collapse_shape", "tensor.expand_shape") and _returned(owner.results[0]):
@@ -80,7 +81,7 @@ def _has_own_epilogue(op: ir.Operation, group: list[ir.Operation]) -> bool:
     """Whether the result of `op` goes to a single elementwise op over as many loops, reading no other result of
     `group`: that op would run in the matmul's kernel (dispatch.py joins it in place), where after a merge it
     would be a kernel of its own."""
-    users = [use.owner.operation if hasattr(use.owner, "operation") else use.owner for use in op.results[0].uses]
+    users = [as_operation(use.owner) for use in op.results[0].uses]
     if len(users) != 1 or users[0].name != "linalg.generic":
         return False
     kind = classify(users[0])
@@ -126,14 +127,7 @@ def _merge(ops: list[ir.Operation], weights: list[np.ndarray]) -> None:
         w_type = ir.RankedTensorType.get([b_t.shape[0], n], b_t.element_type)
         w = arith.ConstantOp(w_type, ir.DenseElementsAttr.get(cat, type=w_type)).result
         out_type = ir.RankedTensorType.get([m, n], out_et)
-        empty = tensor.EmptyOp([m, n], out_et).result
-        ident = ir.AffineMap.get_identity(2)
-        fill = linalg.GenericOp([out_type], [], [empty], ir.ArrayAttr.get([ir.AffineMapAttr.get(ident)]),
-                                ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * 2))
-        body = fill.regions[0].blocks.append(out_et)
-        with ir.InsertionPoint(body):
-            linalg.YieldOp([fill_scalar])
-        init = fill.results[0]
+        init = linalg.fill(fill_scalar, outs=[tensor.EmptyOp([m, n], out_et).result])  # generalized after rewrites
     new = rebuild_generic(first, [first.operands[0], w], [init], indexing_maps(first),
                           ["parallel", "parallel", "reduction"], [0, 1, 2], [out_type])
     offset = 0
