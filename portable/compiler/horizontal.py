@@ -27,7 +27,7 @@ VIEW = "portable.view"  # a slice left for bufferization to make a view of its s
 MAX_BYTES = 1 << 30  # weights concatenated up to this size (the concatenation is a copy made while compiling)
 
 
-def _dense_constant(v: ir.Value) -> np.ndarray | None:
+def dense_constant(v: ir.Value) -> np.ndarray | None:
     """The value of a non-splat float constant tensor (None otherwise)."""
     if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
         return None
@@ -106,7 +106,7 @@ def fuse_shared_lhs_matmuls(func_op: ir.Operation) -> int:
         ops = [op for op in ops if not _returned(op.results[0]) and not _has_own_epilogue(op, ops)]
         if len(ops) < 2:
             continue
-        weights = [_dense_constant(op.operands[1]) for op in ops]
+        weights = [dense_constant(op.operands[1]) for op in ops]
         if any(w is None for w in weights) or sum(w.nbytes for w in weights) > MAX_BYTES:
             continue
         _merge(ops, weights)
@@ -143,4 +143,4 @@ def _merge(ops: list[ir.Operation], weights: list[np.ndarray]) -> None:
         op.erase()
 
 
-__all__ = ["fuse_shared_lhs_matmuls"]
+__all__ = ["dense_constant", "fuse_shared_lhs_matmuls"]

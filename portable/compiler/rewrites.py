@@ -2,6 +2,8 @@
 
 - one-row matmuls that share their left operand become one over concatenated weights (horizontal.py), whose
   slices stay views;
+- a matmul over constant weights that reads x * r[row] * g[k] (RMSNorm) reads x against g * W, r applied in
+  its epilogue (norm_factor.py);
 - pads, concats and static slices become gather generics (see gathers.py), kernels of their own;
 - reductions with no parallel loop (a full reduction to a 0-d tensor) get a unit parallel loop, so the
   op can be distributed to a workgroup like every other;
@@ -224,10 +226,12 @@ def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
     from .gather_fusion import fuse_gathers  # these build on rebuild_generic, defined here
     from .horizontal import VIEW, fuse_shared_lhs_matmuls
     from .host_scalars import sink_host_scalars
+    from .norm_factor import factor_row_scales
 
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
     fuse_shared_lhs_matmuls(func_op)  # before the slices it leaves become gathers
+    factor_row_scales(func_op)  # after the merge: one folded weight and one epilogue per merged matmul
     _i1_minmax_to_logic(func_op)
     block = func_op.regions[0].blocks[0]
     for op in list(block.operations):
