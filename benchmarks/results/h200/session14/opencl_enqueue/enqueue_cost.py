@@ -21,8 +21,10 @@ def main() -> None:
     platform = cl.get_platforms()[int(sys.argv[1]) if len(sys.argv) > 1 else 0]
     ctx = cl.Context([platform.get_devices()[0]])
     q = cl.CommandQueue(ctx)
-    kernel = cl.Kernel(cl.Program(ctx, SOURCE).build(), "k")
-    kernel.set_arg(0, cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 1024))
+    program = cl.Program(ctx, SOURCE).build()
+    kernel = cl.Kernel(program, "k")
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 1024)  # referenced until the end: the kernels read it
+    kernel.set_arg(0, buf)
     kernel.set_arg(1, np.int32(5))
     enqueue = _library().clEnqueueNDRangeKernel
     vp = ctypes.c_void_p
@@ -42,6 +44,7 @@ def main() -> None:
             q.finish()
             t2 = time.perf_counter()
             print(f"{name} enqueue {(t1 - t0) / N * 1e6:.2f} us, with finish {(t2 - t0) / N * 1e6:.2f} us")
+    buf.release()
 
 
 if __name__ == "__main__":
