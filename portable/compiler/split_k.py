@@ -12,7 +12,7 @@ Split K into S slices instead:
 The first is a batch matmul the register-blocked strategy runs with threads along n (coalesced 4-wide rows of
 the weight, S times more threads); the second a small reduction whose epilogue the consumers fuse into. S is the
 smallest power of two that gives the profile's `fill_threads` column threads, with at least 16 rows per
-slice.
+slice (8 for a short K, while that takes no more than 32 slices).
 
 Matmuls with more rows get the same rewrite when their outputs are too few for the device, counting `thread_tile`
 outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3 layer: 512 x 49 outputs over K =
@@ -27,6 +27,12 @@ from .rewrites import rebuild_generic
 
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save
+# ...except for a short K, which may go down to SHORT_SLICE rows as long as it takes at most SHORT_SLICES slices.
+# H200 Vulkan, benchmarks/results/h200/session14/min_slice/: the small decoder's projections (K = 384 and 256,
+# 16 -> 32 slices) decode 3767 -> 3905 tokens/s (medians of 6 alternating runs), while classifier heads taken to
+# 8 rows per slice got slower (ResNet-50's 2048 -> 1000, 128 -> 256 slices, 10.6 -> 13.2 us on the device clock;
+# MobileNetV2's 1280 -> 1000, 64 -> 128 slices, 9.4 -> 10.4 us): the sum over many slices costs more than it saves.
+SHORT_SLICE, SHORT_SLICES = 8, 32
 # A matmul of more rows splits only this long a K, into slices of MATMUL_MIN_SLICE rows at least: the second
 # kernel costs more than a short K loop. H200, ResNet-50's batch-1 1x1 convolutions, whole -> split, device clock
 # (benchmarks/results/h200/session10/layers_min_k.json): K = 64 at 56x56 17.3 -> 17.9-23.5 us Vulkan, 16.8 ->
@@ -262,6 +268,8 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     if (gemv and n % 4) or (not gemv and (k < MATMUL_MIN_K or not f32)):
         return False
     s = _slices(max(b, 1) * m * n, 4 if gemv else per_thread, k, threads, MIN_SLICE if gemv else MATMUL_MIN_SLICE)
+    if gemv:
+        s = max(s, min(_slices(max(b, 1) * m * n, 4, k, threads, SHORT_SLICE), SHORT_SLICES))
     if s < 2:
         return False
     if nin != 2 or roles[0] not in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"]):
