@@ -27,7 +27,8 @@ from .rewrites import rebuild_generic
 
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save
-# ...except for a short K, which may go down to SHORT_SLICE rows as long as it takes at most SHORT_SLICES slices.
+# ...except for a short K that splits anyway, which may go down to SHORT_SLICE rows while that takes at most
+# SHORT_SLICES slices.
 # H200 Vulkan, benchmarks/results/h200/session14/min_slice/: the small decoder's projections (K = 384 and 256,
 # 16 -> 32 slices) decode 3767 -> 3905 tokens/s (medians of 6 alternating runs), while classifier heads taken to
 # 8 rows per slice got slower (ResNet-50's 2048 -> 1000, 128 -> 256 slices, 10.6 -> 13.2 us on the device clock;
@@ -268,7 +269,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     if (gemv and n % 4) or (not gemv and (k < MATMUL_MIN_K or not f32)):
         return False
     s = _slices(max(b, 1) * m * n, 4 if gemv else per_thread, k, threads, MIN_SLICE if gemv else MATMUL_MIN_SLICE)
-    if gemv:
+    if gemv and s >= 2:  # thinner slices for what splits anyway (a K too short to split at all stays whole)
         s = max(s, min(_slices(max(b, 1) * m * n, 4, k, threads, SHORT_SLICE), SHORT_SLICES))
     if s < 2:
         return False
