@@ -15,18 +15,10 @@ from __future__ import annotations
 import re
 
 from .gathers import _clamped, _gather_generic, _idx, _zero_pad_source
+from .ir_util import reassociation_attr, reassociation_groups
 from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import _broadcast_constant, rebuild_generic
-
-
-def _reassoc(groups: list[list[int]]) -> ir.ArrayAttr:
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
-
-
-def _groups_of(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
@@ -35,7 +27,8 @@ def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
     if len(groups) == t.rank:
         return v
     shape = [_prod(t.shape[d] for d in g) for g in groups]
-    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), v, _reassoc(groups)).result
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), v,
+                                  reassociation_attr(groups)).result
 
 
 def _prod(xs) -> int:
@@ -83,7 +76,7 @@ def _finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]], rest: ir.
     convolution, and rebuild the elementwise consumers on the matmul's layout."""
     out_t = ir.RankedTensorType(conv.results[0].type)
     with ir.InsertionPoint(conv), conv.location:
-        res = tensor.ExpandShapeOp(out_t, mm, _reassoc(groups), [], list(out_t.shape)).result
+        res = tensor.ExpandShapeOp(out_t, mm, reassociation_attr(groups), [], list(out_t.shape)).result
         if rest is not None:
             res = _add_init(res, rest)
     init = conv.operands[2]
@@ -383,7 +376,7 @@ def _collapse_operand(v: ir.Value, amap: ir.AffineMap, groups: list[list[int]],
     group_of = {d: gi for gi, g in enumerate(groups) for d in g}
     if amap.n_symbols == 0 and is_identity(amap) and t.rank == len(big):
         p = v.owner.operation if isinstance(v, ir.OpResult) else None
-        if p is not None and p.name == "tensor.expand_shape" and _groups_of(p) == groups:
+        if p is not None and p.name == "tensor.expand_shape" and reassociation_groups(p) == groups:
             return p.operands[0], ir.AffineMap.get_identity(ng)  # the reshape of an earlier matmul's result
         return _collapse(v, groups), ir.AffineMap.get_identity(ng)
     # A broadcast: each non-unit dim of v reads one loop; every group v reads, it reads whole and in order.
@@ -419,7 +412,7 @@ def _collapse_operand(v: ir.Value, amap: ir.AffineMap, groups: list[list[int]],
     if len(vgroups) != t.rank:
         elem = t.element_type
         shape = [_prod(t.shape[d] for d in g) for g in vgroups]
-        v = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, elem), v, _reassoc(vgroups)).result
+        v = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, elem), v, reassociation_attr(vgroups)).result
     return v, ir.AffineMap.get(ng, 0, [ir.AffineDimExpr.get(gi) for gi, _ in runs])
 
 
@@ -444,7 +437,7 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
         idx = next(i for i, v in enumerate(ops_) if v == res)
         if idx >= nin or not is_identity(maps[idx]):
             return expand
-        groups = _groups_of(expand)
+        groups = reassociation_groups(expand)
         big = list(ir.RankedTensorType(res.type).shape)
         small_t = ir.RankedTensorType(expand.operands[0].type)
         out = ops_[nin]
@@ -461,7 +454,7 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
                               [ir.AffineMap.get_identity(len(groups))], ["parallel"] * len(groups),
                               list(range(nin + 1)), [small_t])
         with ir.InsertionPoint(user), user.location:
-            back = tensor.ExpandShapeOp(user.results[0].type, new.results[0], _reassoc(groups), [], big)
+            back = tensor.ExpandShapeOp(user.results[0].type, new.results[0], reassociation_attr(groups), [], big)
         user.results[0].replace_all_uses_with(back.result)
         user.erase()
         if not list(res.uses):

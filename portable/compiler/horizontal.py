@@ -27,8 +27,8 @@ VIEW = "portable.view"  # a slice left for bufferization to make a view of its s
 MAX_BYTES = 1 << 30  # weights concatenated up to this size (the concatenation is a copy made while compiling)
 
 
-def dense_constant(v: ir.Value) -> np.ndarray | None:
-    """The value of a non-splat float constant tensor (None otherwise)."""
+def dense_attr(v: ir.Value) -> ir.DenseElementsAttr | None:
+    """The attribute of a non-splat f32/f16 constant tensor (None otherwise); nothing is copied."""
     if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
         return None
     attr = v.owner.operation.attributes["value"]
@@ -38,7 +38,13 @@ def dense_constant(v: ir.Value) -> np.ndarray | None:
     et = ir.RankedTensorType(v.type).element_type
     if dense.is_splat or not isinstance(et, (ir.F32Type, ir.F16Type)):
         return None
-    return np.array(dense, copy=True).reshape(ir.RankedTensorType(v.type).shape)
+    return dense
+
+
+def dense_constant(v: ir.Value) -> np.ndarray | None:
+    """The value of a non-splat float constant tensor (None otherwise)."""
+    dense = dense_attr(v)
+    return None if dense is None else np.array(dense, copy=True).reshape(ir.RankedTensorType(v.type).shape)
 
 
 def _key(op: ir.Operation) -> tuple | None:
@@ -143,4 +149,4 @@ def _merge(ops: list[ir.Operation], weights: list[np.ndarray]) -> None:
         op.erase()
 
 
-__all__ = ["dense_constant", "fuse_shared_lhs_matmuls"]
+__all__ = ["dense_attr", "dense_constant", "fuse_shared_lhs_matmuls"]

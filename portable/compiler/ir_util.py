@@ -82,6 +82,18 @@ VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.exp
          "memref.view")
 
 
+def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
+    """A reshape's `reassociation` attribute from its groups of dims."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+
+
+def reassociation_groups(reshape: ir.Operation) -> list[list[int]]:
+    """The groups of dims of a tensor.collapse_shape / expand_shape."""
+    return [[int(ir.IntegerAttr(d).value) for d in ir.ArrayAttr(g)]
+            for g in ir.ArrayAttr(reshape.attributes["reassociation"])]
+
+
 def base_buffer(v: ir.Value) -> ir.Value:
     """The buffer a memref value views (through subviews, casts, reshapes)."""
     while isinstance(v, ir.OpResult) and v.owner.operation.name in VIEWS:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .horizontal import dense_constant
-from .ir_util import as_operation, clone_mapped
+from .horizontal import dense_attr, dense_constant
+from .ir_util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
 from .linalg_info import body_op_names, classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
@@ -44,8 +44,7 @@ def _plain_matmul(op: ir.Operation) -> bool:
     """x @ W over a constant W, nothing else in the body."""
     if num_inputs(op) != 2 or body_op_names(op) != ["arith.mulf", "arith.addf", "linalg.yield"]:
         return False
-    return indexing_maps(op) == _matmul_maps(len(iterator_types(op)) - 1) and \
-        dense_constant(op.operands[1]) is not None
+    return indexing_maps(op) == _matmul_maps(len(iterator_types(op)) - 1) and dense_attr(op.operands[1]) is not None
 
 
 def _summed_product(op: ir.Operation) -> ir.Value | None:
@@ -148,16 +147,17 @@ class _Split:
         for leaf in leaves:
             if isinstance(leaf, ir.BlockArgument) and leaf.owner == block and leaf.arg_number < nin:
                 i = leaf.arg_number
-                const = dense_constant(op.operands[i])
-                f32 = const is not None and const.dtype == np.float32
-                if maps[i] == x_map and self.x is None and const is None:
-                    self.x = op.operands[i]
+                v = op.operands[i]
+                const = dense_attr(v) is not None
+                f32 = const and isinstance(ir.RankedTensorType(v.type).element_type, ir.F32Type)
+                if maps[i] == x_map and self.x is None and not const:
+                    self.x = v
                     continue
                 if maps[i] == g_map and f32:
-                    self.g.append(const)
+                    self.g.append(dense_constant(v))
                     continue
                 if with_weight and maps[i] == w_map and f32 and self.w is None:
-                    self.w = op.operands[i]
+                    self.w = v
                     continue
             ops: set = set()
             args: set[int] = set()
@@ -168,10 +168,6 @@ class _Split:
             self.row_ops |= ops
             self.row_args |= args
         return bool(self.g or self.rows)
-
-
-def _groups(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _rows_through(shape: list[int], groups: list[list[int]]) -> list[int | None] | None:
@@ -208,7 +204,7 @@ def _plans(block: ir.Block):
         uses = [as_operation(u.owner) for u in lhs.uses]
         if len(uses) == 1 and uses[0].name == "tensor.collapse_shape":
             reshape, lhs = uses[0], uses[0].results[0]
-            rows_at = _rows_through(shape, _groups(reshape))
+            rows_at = _rows_through(shape, reassociation_groups(reshape))
             if rows_at is None:
                 continue
         p = ir.RankedTensorType(lhs.type).rank
@@ -265,8 +261,7 @@ def _rewrite(mm: ir.Operation, split: _Split, weight: ir.Value) -> None:
     out_t = ir.RankedTensorType.get([big.shape[g[-1]] for g in groups], f32)
     at = {g[-1]: j for j, g in enumerate(groups) if big.shape[g[-1]] != 1}  # unit rows read index 0
     rows_at = [at.get(r) if r is not None else None for r in split.rows_at]
-    i64 = ir.IntegerType.get_signless(64)
-    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+    reassoc = reassociation_attr(groups)
     with ir.InsertionPoint(mm), mm.location:
         x = split.x
         if split.reshape is not None:

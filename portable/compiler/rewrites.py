@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
-from .ir_util import find_ops
+from .ir_util import find_ops, reassociation_attr
 from .linalg_info import classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import arith, ir, linalg, tensor
 
@@ -54,9 +54,7 @@ def _reassociation(rank: int) -> ir.ArrayAttr:
     """Old rank-r shape S <-> new shape [1] + S: the new unit dim joins the old first dim."""
     if rank == 0:
         return ir.ArrayAttr.get([])
-    i64 = ir.IntegerType.get_signless(64)
-    groups = [[0, 1]] + [[d + 1] for d in range(1, rank)]
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in g]) for g in groups])
+    return reassociation_attr([[0, 1]] + [[d + 1] for d in range(1, rank)])
 
 
 def _shift_index_ops(block: ir.Block) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .ir_util import as_operation
+from .ir_util import as_operation, reassociation_attr, reassociation_groups
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from .mlir import ir, tensor
 from .rewrites import rebuild_generic
@@ -119,8 +119,7 @@ def _read_through_unit_reshape(consumer: ir.Operation, operand: int) -> None:
     """Make `consumer` read the source of a unit-dim reshape operand directly. Expand: the map loses the
     results of the inserted unit dims; collapse: the dropped unit dims are read at index 0."""
     reshape, src = _unit_reshape_source(consumer.operands[operand])
-    reassoc = [[int(ir.IntegerAttr(x).value) for x in ir.ArrayAttr(g)]
-               for g in ir.ArrayAttr(reshape.attributes["reassociation"])]
+    reassoc = reassociation_groups(reshape)
     dst_shape = list(ir.RankedTensorType(reshape.results[0].type).shape)
     src_shape = list(ir.RankedTensorType(src.type).shape)
     maps = indexing_maps(consumer)
@@ -237,8 +236,7 @@ def _reduce_to_rows(op: ir.Operation) -> None:
             groups[-1].append(i)
         else:
             pending.append(i)
-    i64 = ir.IntegerType.get_signless(64)
-    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in g]) for g in groups])
+    reassoc = reassociation_attr(groups)
     with ir.InsertionPoint.after(new), op.location:
         back = tensor.ExpandShapeOp(old_t, new.results[0], reassoc, [], list(old_t.shape)).result
     op.results[0].replace_all_uses_with(back)
