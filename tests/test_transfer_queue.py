@@ -274,9 +274,17 @@ def _backend(device: str, mode: str):
     return VulkanBackend(_vk_index(device), validation=config.vk_validation(), transfer_queue=mode)
 
 
+@pytest.fixture
+def lane_for_any_size(monkeypatch):
+    """These tests move a few KiB per run: take the transfer lane for that too (replay.TRANSFER_LANE_MIN_BYTES)."""
+    from portable.runtime_vk import replay
+
+    monkeypatch.setattr(replay, "TRANSFER_LANE_MIN_BYTES", 0)
+
+
 @needs_device
 @pytest.mark.parametrize("mode", ["shared", "auto", "off"])
-def test_recorded_runs_through_the_transfer_lane(device, spirv, mode):
+def test_recorded_runs_through_the_transfer_lane(device, spirv, mode, lane_for_any_size):
     """Two recordings (frames) with runs in flight together; results right and the validation layer silent."""
     import test_replay as R
 
@@ -308,7 +316,36 @@ def test_recorded_runs_through_the_transfer_lane(device, spirv, mode):
 
 
 @needs_device
-def test_graph_frames_and_state_on_the_transfer_lane(device):
+def test_small_runs_stay_on_the_compute_queue(device, monkeypatch):
+    """A recording whose copies in and out are under replay.TRANSFER_LANE_MIN_BYTES is one command buffer on the
+    compute queue even with a transfer lane; at the threshold it takes the lane. Both give the right results."""
+    import test_async as A
+
+    import portable
+    from portable.api import CompiledGraph
+    from portable.devices import LiveDevice
+    from portable.runtime_vk import replay
+
+    exe = portable.compile(A.G, device=device).executable
+    moved = sum(s.nbytes for s in exe.inputs) + sum(sig.nbytes for _, sig in exe.outputs)
+    b = _backend(device, "shared")
+    live = LiveDevice(b)
+    try:
+        for threshold, lanes in ((moved + 1, ["compute"]), (moved, ["upload", "compute", "download"])):
+            monkeypatch.setattr(replay, "TRANSFER_LANE_MIN_BYTES", threshold)
+            cg = CompiledGraph(exe, live, max_in_flight=2)
+            futures = [cg.submit(*A._inputs(i)) for i in range(4)]
+            for i, f in enumerate(futures):
+                A._check(f.result(timeout=60), i)
+            assert [r.lanes for r in cg._cell[0].recordings] == [lanes] * 2
+            cg.close()
+    finally:
+        b.close()
+    assert b.validation_messages == [], b.validation_messages
+
+
+@needs_device
+def test_graph_frames_and_state_on_the_transfer_lane(device, lane_for_any_size):
     """The public path on a shared-lane backend: two frames in flight, then carried state with set/get_state
     (one-shot transfers on the compute queue between recorded runs)."""
     import test_async as A

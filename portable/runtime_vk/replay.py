@@ -1,7 +1,8 @@
 """A plan recorded once into Vulkan command buffers and replayed: descriptor sets written once, staging
 copies in and out recorded with it, barriers only where one dispatch depends on another.
 
-With one queue, a run is one command buffer. With a transfer lane (device.transfer), it is up to three,
+With one queue, or copies too small to be worth a second one (TRANSFER_LANE_MIN_BYTES), a run is one command
+buffer. With a transfer lane (device.transfer), it is up to three,
 chained by timeline semaphores: copies in on the transfer queue, dispatches on the compute queue, copies out
 on the transfer queue, with queue family ownership transfers between them (segments.py says which ranges and
 why). A run's first command buffer waits for the previous run's last one (staging and buffers are reused), so
@@ -32,6 +33,12 @@ from .errors import guard
 from .timeline import SubmitTemplate
 
 SPIN_S = 0.001  # how long a blocked caller polls the timeline before the driver's wait
+# A run that moves less than this (inputs in + outputs out) stays one command buffer on the compute queue even
+# where the device has a transfer lane: the semaphore hand-offs between queues cost more than the copies. H200,
+# y = relu(x), one blocking run (benchmarks/results/h200/session15/transfer_lanes.json): 4 KiB each way 54-56 ->
+# 39 us, 256 KiB 101-105 -> 74-78 us, 1 MiB 280-286 -> 260-263 us, 4 MiB even (922-941 against 894-938 us); a
+# decode step (16 bytes in, 8 KiB of logits out) 3763-3922 -> 4134-4212 tokens/s.
+TRANSFER_LANE_MIN_BYTES = 8 << 20
 
 _ALIGN = 64
 
@@ -94,7 +101,7 @@ class VulkanRecording(Recording):
 
     @property
     def lanes(self) -> list[str]:
-        """What each command buffer of a run is, in order: ["compute"] with one queue, else
+        """What each command buffer of a run is, in order: ["compute"] with one queue or small copies, else
         ["upload", "compute", "download"] (either transfer part left out when there is nothing to copy)."""
         return [seg.lane for seg in self.segments] if self._parts else []
 
@@ -121,7 +128,10 @@ class VulkanRecording(Recording):
         before = barriers(plan)
         items = [(s.kernel, tuple(int(g) for g in s.grid),
                   commands.pack_push_constants(s.push_constants) if s.push_constants else None) for s in steps]
-        transfer = dev.transfer
+        moved = sum(n for _, n in self._uploads) + sum(n for _, n in self._downloads)
+        transfer = dev.transfer if moved >= TRANSFER_LANE_MIN_BYTES else None
+        if transfer is None:
+            self._handed_over = []  # the outputs stay with the compute family
         self.segments = segments.plan(
             self.staging.handle, [(b, off, n) for (b, n), (off, _) in zip(self._uploads, self._in)],
             [(b, off, n) for (b, n), (off, _) in zip(self._downloads, self._out)], self._copies, dev.family,
