@@ -8,6 +8,7 @@ pos (1,) int64, then past_k_0, past_v_0, past_k_1, ... (heads, max_len, head_dim
 2 + j on the next step, which is exactly what `CompiledGraph.with_state` carries on the device.
 
     python -m models.decoder            # writes models/onnx/decoder_tiny.onnx (committed, used by the tests)
+    python -m models.decoder --greedy   # decoder_tiny_greedy.onnx: the step also picks the next token (argmax)
 """
 
 from __future__ import annotations
@@ -130,6 +131,21 @@ class DecoderStep(nn.Module):
         return (self.head(self.norm(x)), *presents)
 
 
+class GreedyStep(nn.Module):
+    """The step picking its token on the device: (token, pos, *past) -> (token for the host (int32), next token,
+    pos + 1, *present). Outputs 1 + j feed inputs j, so every input is carried and
+    `CompiledGraph.with_state(...).run_steps(n)` generates n tokens per submission, no host round trip between."""
+
+    def __init__(self, step: DecoderStep):
+        super().__init__()
+        self.step = step
+
+    def forward(self, token, pos, *past):
+        logits, *presents = self.step(token, pos, *past)
+        chosen = torch.argmax(logits, dim=-1, keepdim=True)  # (1, 1) int64, as the token input
+        return (chosen.to(torch.int32), chosen, pos + 1, *presents)
+
+
 def build(cfg: DecoderConfig, seed: int = 0) -> DecoderStep:
     """Random weights with a fixed seed; norms get non-trivial scales so they are really tested."""
     torch.manual_seed(seed)
@@ -148,10 +164,11 @@ def example_inputs(cfg: DecoderConfig) -> tuple[torch.Tensor, ...]:
     return (torch.tensor([[1]]), torch.tensor([0]), *([cache] * (2 * cfg.layers)))
 
 
-def export(cfg: DecoderConfig, path: Path, seed: int = 0) -> Path:
-    model = build(cfg, seed)
+def export(cfg: DecoderConfig, path: Path, seed: int = 0, greedy: bool = False) -> Path:
+    model = GreedyStep(build(cfg, seed)).eval() if greedy else build(cfg, seed)
     names = ["token", "pos"] + [f"past_{kv}_{i}" for i in range(cfg.layers) for kv in "kv"]
-    outs = ["logits"] + [f"present_{kv}_{i}" for i in range(cfg.layers) for kv in "kv"]
+    first = ["chosen", "next_token", "next_pos"] if greedy else ["logits"]
+    outs = first + [f"present_{kv}_{i}" for i in range(cfg.layers) for kv in "kv"]
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(model, example_inputs(cfg), str(path), input_names=names, output_names=outs,
                       opset_version=18, dynamo=False, do_constant_folding=True)
@@ -162,9 +179,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     ap.add_argument("-o", "--out", type=Path)
+    ap.add_argument("--greedy", action="store_true", help="the step picks its next token on the device (GreedyStep)")
     a = ap.parse_args()
     cfg = CONFIGS[a.config]
-    out = export(cfg, a.out or HERE / "onnx" / f"decoder_{a.config}.onnx")
+    out = export(cfg, a.out or HERE / "onnx" / f"decoder_{a.config}{'_greedy' if a.greedy else ''}.onnx",
+                 greedy=a.greedy)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)")
 
 

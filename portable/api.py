@@ -149,6 +149,14 @@ class StatefulGraph:
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         return self._bound().run(*inputs)
 
+    def run_steps(self, n: int) -> list[tuple[np.ndarray, ...]]:
+        """`n` runs as one submission when every input is carried: the outputs of each (BoundExecutable.run_steps)."""
+        return self._bound().run_steps(n)
+
+    def prepare_steps(self, n: int) -> None:
+        """Record run_steps(n) ahead of its first call (BoundExecutable.prepare_steps)."""
+        self._bound().prepare_steps(n)
+
     def set_state(self, arrays: dict[int, Any]) -> None:
         self._bound().set_state(arrays)
 

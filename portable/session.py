@@ -58,6 +58,8 @@ class Frame:
     views: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # (id(buffer), offset, bytes) -> view
     recording: Recording | None = None
     nbytes: int = 0
+    # run_steps: n -> the plan recorded n times over, with the buffers each step's outputs go to.
+    multi: dict[int, Recording] = field(default_factory=dict)
 
 
 class BoundExecutable:
@@ -222,13 +224,14 @@ class BoundExecutable:
             return [(piece, end - start) for piece, start, end in buf.parts(nbytes)]
         return [(buf, nbytes)]
 
-    def _bindings(self, frame: Frame, d: Dispatch) -> tuple[Any, ...]:
-        """The buffers dispatch `d` binds: a slot's buffer, or a view of the byte range the dispatch names where
-        the buffer is larger than the device binds (a kernel run in chunks, or a small intermediate sharing a
-        large buffer)."""
+    def _bindings(self, frame: Frame, d: Dispatch, buffers: dict[int, Any] | None = None) -> tuple[Any, ...]:
+        """The buffers dispatch `d` binds: a slot's buffer (from `buffers`, default the frame's), or a view of the
+        byte range the dispatch names where the buffer is larger than the device binds (a kernel run in chunks, or
+        a small intermediate sharing a large buffer)."""
+        buffers = frame.buffers if buffers is None else buffers
         out = []
         for i, sid in enumerate(d.slots):
-            buf = frame.buffers[sid]
+            buf = buffers[sid]
             offset, size = d.binding(i, self.exe.slots[sid].nbytes)
             whole = self._buffer_bytes[sid]
             plain = not d.offsets and (not self.pool.max_range or whole <= self.pool.max_range)
@@ -249,6 +252,9 @@ class BoundExecutable:
         if frame.recording is not None:
             frame.recording.close()
             frame.recording = None
+        for rec in frame.multi.values():
+            rec.close()
+        frame.multi.clear()
         for b in frame.owned:
             self.pool.release(b)
         frame.owned.clear()
@@ -356,6 +362,77 @@ class BoundExecutable:
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         return self.run(*arrays)
+
+    def run_steps(self, n: int) -> list[tuple[np.ndarray, ...]]:
+        """`n` runs of a graph whose inputs are all carried state, as one submission: the outputs of each run, in
+        order. The state alternates between the input's and the output's buffers from one run to the next (no
+        copies between them), and each run's other outputs get buffers of their own. A decode step that picks its
+        next token on the device generates n tokens per wait for the host this way."""
+        frame, rec, per = self._steps(n)
+        try:
+            raw = rec.run([])
+        finally:
+            self._give_back(frame)
+        return [self._outputs(raw[r * per:(r + 1) * per]) for r in range(int(n))]
+
+    def prepare_steps(self, n: int) -> None:
+        """Record what run_steps(n) submits, without running it: recording a plan n times over takes a while
+        (descriptor sets, hazards), which the first run_steps(n) would otherwise spend."""
+        frame, _, _ = self._steps(n)
+        self._give_back(frame)
+
+    def _steps(self, n: int) -> tuple[Frame, Recording, int]:
+        """The frame (taken: give it back), its recording of n runs and how many outputs each run downloads."""
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"run_steps: n must be at least 1, got {n}")
+        exe = self.exe
+        if not self.carry:
+            raise PortableError("run_steps needs state carried on the device: use CompiledGraph.with_state()")
+        free = [i for i in range(len(exe.inputs)) if i not in self.carry.values()]
+        if free:
+            raise ShapeMismatch(f"run_steps needs every input carried as state; input(s) {free} are not: call the "
+                                f"stateful graph once per step instead")
+        pairs = [(exe.outputs[k][0], exe.input_slots[i]) for k, i in self.carry.items()]
+        outs = [sid for k, (sid, _) in enumerate(exe.outputs) if k not in self.carry]
+        kinds = {s.id: s.kind for s in exe.slots}
+        state = [sid for pair in pairs for sid in pair]
+        if len(set(state)) != len(state) or any(kinds[o] != "output" for o, _ in pairs) or \
+                any(kinds[sid] != "output" or sid in state for sid in outs):
+            raise PortableError("run_steps needs each carried output and each other output computed into a buffer "
+                                "of its own (not an input passed through or a constant): run the steps one by one")
+        frame = self._take_frame()
+        try:
+            rec = frame.multi.get(n)
+            if rec is None:
+                rec = frame.multi[n] = self._record_steps(frame, n, pairs, outs)
+        except BaseException:
+            self._give_back(frame)
+            raise
+        return frame, rec, len(outs)
+
+    def _record_steps(self, frame: Frame, n: int, pairs: list[tuple[int, int]], outs: list[int]) -> Recording:
+        exe = self.exe
+        if any(isinstance(frame.buffers[sid], Pieces) for sid in outs):
+            raise PortableError("run_steps: an output is held in pieces (larger than one allocation); run the steps "
+                                "one by one")
+        nbytes = {k_sid: sig.nbytes for k_sid, sig in exe.outputs}
+        steps, downloads = [], []
+        for r in range(n):
+            buffers = dict(frame.buffers)
+            if r % 2:  # odd runs read the state from the outputs' buffers and write it to the inputs'
+                for out_sid, in_sid in pairs:
+                    buffers[out_sid], buffers[in_sid] = frame.buffers[in_sid], frame.buffers[out_sid]
+            if r:
+                for sid in outs:
+                    buffers[sid] = self._acquire(frame.owned, self.exe.slots[sid].nbytes, f"output slot {sid} of run "
+                                                 f"{r + 1} of {n}", self._bound.get(sid, 0))
+            steps += [Step(self._loaded[d.kernel], self._bindings(frame, d, buffers), tuple(d.grid),
+                           tuple(d.push_constants)) for d in exe.dispatches]
+            downloads += [(buffers[sid], nbytes[sid]) for sid in outs]
+        # After an odd number of runs the state is in the outputs' buffers: back to the inputs', as after a run.
+        copies = [(frame.buffers[o], frame.buffers[i], self.exe.slots[i].nbytes) for o, i in pairs] if n % 2 else []
+        return self.backend.record(steps, [], downloads, copies)
 
     @property
     def recordings(self) -> list[Recording]:

@@ -13,6 +13,8 @@ import portable
 from models.generate import cache_layout, generate_onnxruntime, generate_portable
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "onnx" / "decoder_tiny.onnx"
+# models.decoder.GreedyStep: the step also picks its token (ArgMax) and carries token and pos (`--greedy`).
+GREEDY = MODEL.with_name("decoder_tiny_greedy.onnx")
 # A regression in fusion shows here: 2 layers of RMSNorm (one kernel each), rotary attention over the cache,
 # a SwiGLU MLP; 59 on lavapipe and PoCL (2026-11-29), 41, then 35 with Q/K/V and gate/up each one matmul
 # (compiler/horizontal.py, 2026-11-30).
@@ -91,3 +93,28 @@ def test_norms_run_beside_the_projections_on_gpu_profiles():
     exe = compile_module(graph_text(MODEL), profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
     assert len(exe.dispatches) == 46
     assert _longest_chain(exe) == 31
+
+
+@pytest.mark.parametrize("profile", ["", "nvidia"])
+def test_greedy_step_generates_chunks_on_the_device(device, profile):
+    """The greedy step carries every input, so generation runs 4 steps per submission (run_steps) plus single
+    steps for the tail, and gives onnxruntime's tokens; also with the nvidia profile's kernels, whose ArgMax over
+    the vocabulary (two results: value and index) stays a per-thread reduction (the workgroup one takes one)."""
+    from portable import profiles
+    from portable.api import CompiledGraph, graph_text
+    from portable.compiler.pipeline import compile_module
+    from portable.devices import open_device
+
+    if profile:
+        live = open_device(device)
+        opts = profiles.codegen_options(profiles.all_profiles()[profile])
+        exe = CompiledGraph(compile_module(graph_text(GREEDY), opts, (live.info.api,)), live)
+    else:
+        exe = portable.compile(GREEDY, device=device)
+    outputs = [sig for _, sig in exe.executable.outputs]
+    assert cache_layout(exe.inputs, outputs)[1] == {1 + j: j for j in range(len(exe.inputs))}
+    prompt = [ord(c) for c in "greedy"]
+    ours, ref = generate_portable(exe, prompt, 11, chunk=4), generate_onnxruntime(GREEDY, prompt, 11)
+    assert len(ours.tokens) == len(prompt) + 11
+    assert ours.tokens == ref.tokens
+    exe.close()

@@ -76,3 +76,56 @@ def test_bad_carry_and_inputs_are_named(device):
     np.testing.assert_array_equal(out, 2 * np.arange(3, dtype=np.float32))
     step.close()
     exe.close()
+
+
+def _recurrence():
+    """a' = relu(b), b' = a + b, y = b' * a: every input carried, y read from a carried output of the same run."""
+    g = portable.Graph("recurrence")
+    a, b = g.input((8, 40)), g.input((8, 40))
+    s = g.add(a, b)
+    g.output(g.mul(s, a), g.relu(b), s)
+    return g
+
+
+def _reference(a, b, n):
+    ys = []
+    for _ in range(n):
+        s = a + b
+        ys.append(s * a)
+        a, b = np.maximum(b, 0), s
+    return ys, a, b
+
+
+def test_run_steps_is_n_runs_in_one_submission(device):
+    """run_steps(n) gives each run's outputs as n separate runs would, for odd and even n (the state ends where
+    the next run reads it either way), mixed with single runs."""
+    exe = portable.compile(_recurrence(), device=device)
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.1, 0.5, (8, 40)).astype(np.float32)
+    b = rng.uniform(0.1, 0.5, (8, 40)).astype(np.float32)
+    with exe.with_state({1: 0, 2: 1}) as step:
+        step.set_state({0: a, 1: b})
+        for n in (3, 1, 4, 2):
+            got = step.run_steps(n) if n != 1 else [step()]
+            want, a, b = _reference(a, b, n)
+            assert len(got) == n
+            for r, (outs, y) in enumerate(zip(got, want)):
+                assert len(outs) == 1
+                np.testing.assert_allclose(outs[0], y, rtol=1e-5, atol=1e-6, err_msg=f"run {r + 1} of {n}")
+            state = step.get_state()
+            np.testing.assert_allclose(state[0], a, rtol=1e-5)
+            np.testing.assert_allclose(state[1], b, rtol=1e-5)
+        with pytest.raises(ValueError, match="at least 1"):
+            step.run_steps(0)
+        np.testing.assert_allclose(step.run_steps(1)[0][0], _reference(a, b, 1)[0][0], rtol=1e-5, atol=1e-6)
+    exe.close()
+
+
+def test_run_steps_needs_every_input_carried(device):
+    exe = portable.compile(G, device=device)
+    with exe.with_state({1: 1}) as step:
+        with pytest.raises(ShapeMismatch, match="every input carried"):
+            step.run_steps(2)
+        x = np.ones((16, 24), np.float32)
+        np.testing.assert_array_equal(step(x)[0], np.zeros((16, 24), np.float32))  # still usable
+    exe.close()

@@ -84,6 +84,7 @@ class OpKind:
     # One reduction loop, read contiguously: every input that it indexes has it as its innermost dim (a row
     # reduction; not split_k's sum over slices, whose threads read apart along the slices).
     contiguous_reduction: bool = False
+    results: int = 1  # a reduction with several (ArgMax: the largest value and its index) combines them together
 
 
 def body_op_names(op: ir.Operation) -> list[str]:
@@ -140,7 +141,7 @@ def classify(op: ir.Operation) -> OpKind:
             all(_unit_window(e) for e in maps[0].results)
     vg = ir.StringAttr(op.attributes[VECTOR_GATHER]).value if VECTOR_GATHER in op.attributes else ""
     return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
-                  vg, WINDOW in op.attributes, _contiguous_reduction(op, its))
+                  vg, WINDOW in op.attributes, _contiguous_reduction(op, its), len(op.results))
 
 
 def _contiguous_reduction(op: ir.Operation, its: list[str]) -> bool:

@@ -441,6 +441,8 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> in
         return 0  # a matrix-vector product (decode) has too few outputs to fill the GPU: split its K loop
     if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
         return 0
+    if root.results != 1:
+        return 0  # splitting a reduction across threads takes one combiner; ArgMax's value and index are two
     if root.ranges[-1] < 2 * t:
         # Shorter rows share fewer threads where the threads of a workgroup read the row contiguously; a sum of
         # split_k's slices keeps a thread per output, whose neighbours read neighbouring addresses.

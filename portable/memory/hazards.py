@@ -60,18 +60,26 @@ def barriers(plan: Sequence[Use]) -> list[bool]:
 def dependencies(plan: Sequence[Use]) -> list[list[int]]:
     """For each dispatch, the earlier dispatches it must wait for (the last writer of what it touches, and the
     readers since then of what it writes); redundant transitive edges are kept out where cheap."""
-    last_writer: list[tuple[Region, int]] = []
-    readers: list[tuple[Region, int]] = []
+    # Keyed by region: a plan has few distinct regions however long it is (run_steps repeats one plan), so each
+    # dispatch scans those, not every read so far (a constant read by every repeat is never written).
+    last_writer: dict[Region, int] = {}
+    readers: dict[Region, list[int]] = {}
     out: list[list[int]] = []
     for i, use in enumerate(plan):
         deps: set[int] = set()
         for r in use.reads + use.writes:
-            deps.update(j for reg, j in last_writer if _overlaps(r, reg))
+            deps.update(j for reg, j in last_writer.items() if _overlaps(r, reg))
         for w in use.writes:
-            deps.update(j for reg, j in readers if _overlaps(w, reg))
+            for reg, js in readers.items():
+                if _overlaps(w, reg):
+                    deps.update(js)
         out.append(sorted(deps))
         for w in use.writes:
-            last_writer = [(reg, j) for reg, j in last_writer if not _overlaps(w, reg)] + [(w, i)]
-            readers = [(reg, j) for reg, j in readers if not _overlaps(w, reg)]
-        readers.extend((r, i) for r in use.reads)
+            for reg in [reg for reg in last_writer if _overlaps(w, reg)]:
+                del last_writer[reg]
+            last_writer[w] = i
+            for reg in [reg for reg in readers if _overlaps(w, reg)]:
+                del readers[reg]
+        for r in use.reads:
+            readers.setdefault(r, []).append(i)
     return out
