@@ -132,9 +132,11 @@ class DecoderStep(nn.Module):
 
 
 class GreedyStep(nn.Module):
-    """The step picking its token on the device: (token, pos, *past) -> (token for the host (int32), next token,
-    pos + 1, *present). Outputs 1 + j feed inputs j, so every input is carried and
-    `CompiledGraph.with_state(...).run_steps(n)` generates n tokens per submission, no host round trip between."""
+    """The step picking its token on the device: (token, pos, *past) -> ([pos, chosen token] for the host (1, 2)
+    int32, next token, pos + 1, *present). Outputs 1 + j feed inputs j, so every input is carried and
+    `CompiledGraph.with_state(...).run_steps(n)` generates n tokens per submission, no host round trip between.
+    The host's output is a tensor of its own (with the position) so that it keeps a buffer of its own where int64
+    is computed as int32 (compiler/narrow_i64.py) and the chosen token would otherwise be the carried one."""
 
     def __init__(self, step: DecoderStep):
         super().__init__()
@@ -143,7 +145,7 @@ class GreedyStep(nn.Module):
     def forward(self, token, pos, *past):
         logits, *presents = self.step(token, pos, *past)
         chosen = torch.argmax(logits, dim=-1, keepdim=True)  # (1, 1) int64, as the token input
-        return (chosen.to(torch.int32), chosen, pos + 1, *presents)
+        return (torch.cat([pos.view(1, 1), chosen], dim=1).to(torch.int32), chosen, pos + 1, *presents)
 
 
 def build(cfg: DecoderConfig, seed: int = 0) -> DecoderStep:

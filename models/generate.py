@@ -53,7 +53,7 @@ def cache_layout(inputs, outputs=None) -> tuple[int, dict[int, int]]:
 
 
 def is_greedy(inputs, outputs) -> bool:
-    """A GreedyStep: its first output is the chosen token, and the rest match the inputs one for one."""
+    """A GreedyStep: its first output is [pos, chosen token] (int32), the rest match the inputs one for one."""
     return outputs is not None and len(outputs) == len(inputs) + 1 and len(outputs[0].shape) == 2 and \
         str(outputs[0].dtype) == "int32"
 
@@ -94,15 +94,15 @@ def generate_portable(exe, prompt: list[int], new: int, chunk: int = CHUNK) -> G
         t0 = time.perf_counter()
         for token in prompt:  # pos is carried from 0; the token is the prompt's until it runs out
             run.set_state({0: np.array([[token]], np.int64)})
-            chosen = int(run()[0][0, 0])
+            chosen = int(run()[0][0, 1])
         tokens.append(chosen)
         run.prepare_steps(chunk)  # recorded once, like a captured graph; the prefill's time includes it
         t1 = time.perf_counter()
         while len(tokens) - len(prompt) < new:
             if new - (len(tokens) - len(prompt)) >= chunk:
-                tokens += [int(outs[0][0, 0]) for outs in run.run_steps(chunk)]
+                tokens += [int(outs[0][0, 1]) for outs in run.run_steps(chunk)]
             else:  # the tail one step at a time (a recording of its own length would be used once)
-                tokens.append(int(run()[0][0, 0]))
+                tokens.append(int(run()[0][0, 1]))
         t2 = time.perf_counter()
         return Generation(tokens[:len(prompt) + new], len(prompt), t1 - t0, t2 - t1, [])
 
@@ -120,8 +120,8 @@ def generate_onnxruntime(path: str | Path, prompt: list[int], new: int) -> Gener
         nonlocal caches
         out, *rest = sess.run(None, dict(zip(names, [*_ids(token, pos), *caches])))
         caches = rest[2:] if greedy_step else rest
-        if greedy_step:  # the step chose the token: scores whose argmax is that token
-            return np.arange(int(out[0, 0]) + 1) == int(out[0, 0])
+        if greedy_step:  # the step chose the token ([pos, token]): scores whose argmax is that token
+            return np.arange(int(out[0, 1]) + 1) == int(out[0, 1])
         return out[0]
 
     return greedy(step, prompt, new)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PackageError
+from .errors import PackageError, ShapeMismatch
 
-FORMAT_VERSION = 2  # 2: dispatches may bind byte ranges of slots (offsets, sizes)
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,39 @@ class Kernel:
 @dataclass(frozen=True)
 class TensorSig:
     shape: tuple[int, ...]
-    dtype: str  # numpy dtype name: "float32", "int32", ...
+    dtype: str  # numpy dtype name: "float32", "int32", ...: what the caller passes and gets back
+    # What the device holds where it differs: "int32" for an int64 tensor on a device without 64-bit integers
+    # (compiler/narrow_i64.py); the runtime converts at the boundary.
+    device: str = ""
+
+    @property
+    def device_dtype(self) -> str:
+        return self.device or self.dtype
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        """Bytes on the device."""
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.device_dtype).itemsize
+
+    def to_device(self, arr: np.ndarray, what: str) -> np.ndarray:
+        """`arr` (already of `dtype`) as the device holds it; values that do not fit are an error."""
+        if not self.device:
+            return arr
+        info = np.iinfo(self.device)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise ShapeMismatch(f"{what}: values from {arr.min()} to {arr.max()} do not fit {self.device}, which this "
+                                f"executable computes {self.dtype} in (the device has no 64-bit integers)")
+        return np.ascontiguousarray(arr.astype(self.device))
+
+    def to_host(self, raw: np.ndarray) -> np.ndarray:
+        """The device's bytes (uint8) as an array of `dtype` and `shape`."""
+        out = raw.view(self.device_dtype).reshape(self.shape)
+        return out.astype(self.dtype) if self.device else out
+
+
+def _sig_dict(sig: TensorSig) -> dict:
+    """A signature as plain data; `device` only where set, so other plans stay as they were."""
+    return {k: v for k, v in dataclasses.asdict(sig).items() if k != "device" or v}
 
 
 @dataclass(frozen=True)
@@ -113,9 +141,9 @@ class Executable:
             # Byte ranges only where a dispatch has them: plans without stay byte-identical to format 1.
             "dispatches": [{k: v for k, v in dataclasses.asdict(d).items() if v or k not in ("offsets", "sizes")}
                            for d in self.dispatches],
-            "inputs": [dataclasses.asdict(s) for s in self.inputs],
+            "inputs": [_sig_dict(s) for s in self.inputs],
             "input_slots": self.input_slots,
-            "outputs": [[slot, dataclasses.asdict(sig)] for slot, sig in self.outputs],
+            "outputs": [[slot, _sig_dict(sig)] for slot, sig in self.outputs],
         }
 
     @staticmethod
@@ -126,15 +154,18 @@ class Executable:
             "dispatches": [Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
                                  push_constants=tuple(d["push_constants"]), offsets=tuple(d.get("offsets", ())),
                                  sizes=tuple(d.get("sizes", ()))) for d in m["dispatches"]],
-            "inputs": [TensorSig(tuple(s["shape"]), s["dtype"]) for s in m["inputs"]],
+            "inputs": [TensorSig(tuple(s["shape"]), s["dtype"], s.get("device", "")) for s in m["inputs"]],
             "input_slots": list(m["input_slots"]),
-            "outputs": [(slot, TensorSig(tuple(sig["shape"]), sig["dtype"])) for slot, sig in m["outputs"]],
+            "outputs": [(slot, TensorSig(tuple(sig["shape"]), sig["dtype"], sig.get("device", "")))
+                        for slot, sig in m["outputs"]],
         }
 
     @property
     def format_version(self) -> int:
         """The oldest format that holds this plan: 2 only where dispatches bind byte ranges, which a reader of
         format 1 would silently bind whole."""
+        if any(s.device for s in self.inputs + [sig for _, sig in self.outputs]):
+            return 3  # a reader of format 2 would pass int64 arrays to int32 buffers
         return 2 if any(d.offsets for d in self.dispatches) else 1
 
     # ---- plain-data file format: a zip of manifest.json + kernel blobs + constants ----

@@ -282,7 +282,7 @@ class BoundExecutable:
                                 f"convert it with .astype(np.{sig.dtype})")
         if tuple(arr.shape) != tuple(sig.shape):
             raise ShapeMismatch(f"input {i}: expected shape {tuple(sig.shape)}, got {tuple(arr.shape)}")
-        return np.ascontiguousarray(arr)
+        return sig.to_device(np.ascontiguousarray(arr), f"input {i}")
 
     def _take_frame(self) -> Frame:
         with self._cond:
@@ -358,7 +358,7 @@ class BoundExecutable:
             n = 1 if cuts is None else len(cuts)
             joined.append(parts[0] if n == 1 else np.concatenate(parts[:n]))
             del parts[:n]
-        return tuple(r.view(sig.dtype).reshape(sig.shape) for r, sig in zip(joined, self._out_sigs))
+        return tuple(sig.to_host(r) for r, sig in zip(joined, self._out_sigs))
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         return self.run(*arrays)
@@ -461,7 +461,7 @@ class BoundExecutable:
             for i in sorted(self.carry.values()):
                 sig = self.exe.inputs[i]
                 raw = self.backend.download(frame.buffers[self.exe.input_slots[i]], sig.nbytes)
-                out[i] = raw.view(sig.dtype).reshape(sig.shape)
+                out[i] = sig.to_host(raw)
             return out
         finally:
             self._give_back(frame)

@@ -95,11 +95,12 @@ def test_norms_run_beside_the_projections_on_gpu_profiles():
     assert _longest_chain(exe) == 31
 
 
-@pytest.mark.parametrize("profile", ["", "nvidia"])
+@pytest.mark.parametrize("profile", ["", "nvidia", "arm-mali-valhall"])
 def test_greedy_step_generates_chunks_on_the_device(device, profile):
     """The greedy step carries every input, so generation runs 4 steps per submission (run_steps) plus single
     steps for the tail, and gives onnxruntime's tokens; also with the nvidia profile's kernels, whose ArgMax over
-    the vocabulary (two results: value and index) stays a per-thread reduction (the workgroup one takes one)."""
+    the vocabulary (two results: value and index) stays a per-thread reduction (the workgroup one takes one), and
+    with Mali's, which on Vulkan compute the int64 token, position and index as int32 (compiler/narrow_i64.py)."""
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
     from portable.compiler.pipeline import compile_module
@@ -113,6 +114,8 @@ def test_greedy_step_generates_chunks_on_the_device(device, profile):
         exe = portable.compile(GREEDY, device=device)
     outputs = [sig for _, sig in exe.executable.outputs]
     assert cache_layout(exe.inputs, outputs)[1] == {1 + j: j for j in range(len(exe.inputs))}
+    narrowed = profile == "arm-mali-valhall" and device.startswith("vulkan")
+    assert [s.device for s in exe.inputs[:2]] == (["int32"] * 2 if narrowed else ["", ""])
     prompt = [ord(c) for c in "greedy"]
     ours, ref = generate_portable(exe, prompt, 11, chunk=4), generate_onnxruntime(GREEDY, prompt, 11)
     assert len(ours.tokens) == len(prompt) + 11

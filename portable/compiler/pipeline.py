@@ -21,6 +21,7 @@ from . import (
     lane_kernels,
     loop_registers,
     loop_vectorize,
+    narrow_i64,
     nontemporal,
     plan,
     promotion,
@@ -173,6 +174,10 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         fn = public_func(module)
         _check_signature(fn)
         _run(module, PREPROCESS, "preprocess", dump)
+        narrowed: tuple[list[int], list[int]] = ([], [])
+        if "vulkan" in targets and "Int64" not in profile.get("spirv_caps", ["Shader"]):
+            narrowed = narrow_i64.demote_i64(public_func(module))  # no 64-bit integers on the device
+            _run(module, "builtin.module(canonicalize,cse)", "narrow-i64", dump)
         # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
         insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
@@ -219,13 +224,18 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             raise CompileError(f"{len(groups)} dispatch groups became {len(builder.launches)} kernel launches; "
                                f"the plan of kernels run in chunks needs one launch per group", stage="plan")
         kernels, index = _codegen(module, profile, targets, dump)
+    inputs, outputs = list(builder.inputs), list(builder.outputs)
+    for k in narrowed[0]:  # int64 on the host, int32 on the device: the runtime converts
+        inputs[k] = dataclasses.replace(inputs[k], dtype="int64", device=inputs[k].dtype)
+    for k in narrowed[1]:
+        outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="int64", device=outputs[k][1].dtype))
     exe = Executable(
         kernels=kernels,
         slots=builder.slots,
         dispatches=plan.dispatches(builder, index, splits),
-        inputs=builder.inputs,
+        inputs=inputs,
         input_slots=builder.input_slots,
-        outputs=builder.outputs,
+        outputs=outputs,
         constants=builder.constants,
         target=",".join(targets),
         profile=profile.get("name", "generic"),

@@ -52,7 +52,7 @@ class DeviceOnly:
 
     def result(self) -> np.ndarray:
         buf, sig = self.outputs[0]
-        return self.backend.download(buf, sig.nbytes).view(sig.dtype).reshape(sig.shape)
+        return sig.to_host(self.backend.download(buf, sig.nbytes))
 
     def run(self) -> None:
         if self.recording is not None:
