@@ -66,6 +66,11 @@ def _content_hash(entries: dict[str, bytes], manifest: dict) -> str:
 
 
 # ---- writing ---------------------------------------------------------------------------------------------
+def _caller_view(exe: Executable) -> list:
+    """What the caller passes and gets back; a target may hold int64 as int32 (TensorSig.device), another not."""
+    return [(s.shape, s.dtype) for s in exe.inputs] + [(sig.shape, sig.dtype) for _, sig in exe.outputs]
+
+
 def write(path: str | Path, executables: Sequence[tuple]) -> str:
     """Write one package from (Executable, profile dict[, required live limits]) per target; returns its content
     hash."""
@@ -75,8 +80,7 @@ def write(path: str | Path, executables: Sequence[tuple]) -> str:
     targets = []
     first = executables[0][0]
     for i, (exe, profile, *rest) in enumerate(executables):
-        if [s.__dict__ for s in exe.inputs] != [s.__dict__ for s in first.inputs] or \
-                [sig.__dict__ for _, sig in exe.outputs] != [sig.__dict__ for _, sig in first.outputs]:
+        if _caller_view(exe) != _caller_view(first):
             raise PackageError(f"target {i} ({exe.target}:{profile['name']}) has another signature than target 0")
         weights = {}
         for sid, arr in exe.constants.items():
@@ -92,8 +96,8 @@ def write(path: str | Path, executables: Sequence[tuple]) -> str:
     manifest = {
         "format": FORMAT, "version": max(e[0].format_version for e in executables),  # 1 unless ranges are bound
         "portable": __version__, "graph_hash": first.source_hash,
-        "inputs": [s.__dict__ | {"shape": list(s.shape)} for s in first.inputs],
-        "outputs": [sig.__dict__ | {"shape": list(sig.shape)} for _, sig in first.outputs],
+        "inputs": [{"shape": list(s.shape), "dtype": s.dtype} for s in first.inputs],
+        "outputs": [{"shape": list(sig.shape), "dtype": sig.dtype} for _, sig in first.outputs],
         "targets": targets,
     }
     manifest["content_hash"] = _content_hash(entries, manifest)

@@ -47,6 +47,18 @@ def _no_validation_messages(request):
     assert not msgs, "Vulkan validation layer reported:\n" + "\n".join(msgs)
 
 
+def foreign_profile(name: str, live) -> dict:
+    """Codegen options of profile `name` for kernels run on `live` (a CPU driver here): its subgroup size the
+    live one (a shuffle over 32 lanes on an 8-lane subgroup reads the wrong values), and on OpenCL no inline
+    PTX (NVIDIA's OpenCL takes it, PoCL does not), row-chain reductions then through workgroup memory."""
+    from portable import profiles
+
+    opts = profiles.codegen_options(profiles.all_profiles()[name], live.info)
+    if live.info.api == "opencl" and opts.get("opencl_asm"):
+        opts = dict(opts, opencl_asm="", subgroup_reduce=False)
+    return opts
+
+
 def compile_and_load(source, device, tmp_path, **overrides):
     """Compile a Graph or MLIR text for `device`'s own profile with `overrides` (SPIR-V validated), save it and
     load it back: (Executable, loaded graph)."""

@@ -12,6 +12,7 @@ from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
 from . import (
+    arg_reductions,
     barriers,
     constant_init,
     coop_matrix,
@@ -184,6 +185,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]),
                                     bool(profile.get("conv_1x1_view")))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")))
+        arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         if windows.unroll_small_windows(public_func(module), int(profile.get("window_taps", 0))):
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
