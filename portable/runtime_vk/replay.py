@@ -111,18 +111,30 @@ class VulkanRecording(Recording):
         if dev.timeline is None:
             with guard(f"creating a fence on {dev.name}"):
                 self._fence = vk.vkCreateFence(dev.handle, vk.VkFenceCreateInfo(), None)
-        bound = [(s.kernel, list(s.buffers)) for s in steps]
-        layouts = [lk.set_layout for lk, _ in bound if lk.set_layout is not None]
+        # Dispatches of one kernel over the same buffers share a descriptor set: a plan recorded n times over
+        # (run_steps) repeats its own every second run.
+        unique: dict[tuple, int] = {}
+        bound: list[tuple[Any, list[Buffer]]] = []
+        which: list[int] = []  # per dispatch with a set layout: its set in `bound` order
+        for s in steps:
+            if s.kernel.set_layout is None:
+                continue
+            key = (id(s.kernel), tuple((b.handle, b.offset, b.size) for b in s.buffers))
+            if key not in unique:
+                unique[key] = len(bound)
+                bound.append((s.kernel, list(s.buffers)))
+            which.append(unique[key])
         sets: list[Any] = []
-        if layouts:
-            count = sum(len(b) for lk, b in bound if lk.set_layout is not None)
+        if bound:
+            count = sum(len(b) for _, b in bound)
             sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=count)]
             with guard(f"creating descriptor sets on {dev.name}"):
                 self._desc_pool = vk.vkCreateDescriptorPool(dev.handle, vk.VkDescriptorPoolCreateInfo(
-                    maxSets=len(layouts), pPoolSizes=sizes), None)
+                    maxSets=len(bound), pPoolSizes=sizes), None)
                 sets = list(vk.vkAllocateDescriptorSets(dev.handle, vk.VkDescriptorSetAllocateInfo(
-                    descriptorPool=self._desc_pool, pSetLayouts=layouts)))
+                    descriptorPool=self._desc_pool, pSetLayouts=[lk.set_layout for lk, _ in bound])))
             commands.write_sets(dev, bound, sets)
+            sets = [sets[i] for i in which]
         self._sets = sets
         plan = [uses([b.region for b in s.buffers], s.kernel.kernel.access) for s in steps]
         before = barriers(plan)
