@@ -69,25 +69,16 @@ def _constant(op: ir.Operation, new_type: ir.Type) -> None:
     op.erase()
 
 
-def _ops(region_holder: ir.Operation) -> list[ir.Operation]:
-    """Every op nested in `region_holder`, parents before their bodies."""
-    out = []
-    for region in region_holder.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                out.append(op.operation)
-                out.extend(_ops(op.operation))
-    return out
+def _walk(func_op: ir.Operation) -> list[ir.Operation]:
+    """Every op nested in `func_op`, parents before their bodies; collected first so constants can be replaced."""
+    found = []
 
+    def visit(op):
+        found.append(op.operation)
+        return ir.WalkResult.ADVANCE
 
-def _blocks(op: ir.Operation) -> list[ir.Block]:
-    out = []
-    for region in op.regions:
-        for block in region.blocks:
-            out.append(block)
-            for inner in block.operations:
-                out.extend(_blocks(inner.operation))
-    return out
+    func_op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[1:]  # not func_op itself
 
 
 def demote_i64(func_op: ir.Operation) -> tuple[list[int], list[int]]:
@@ -98,13 +89,16 @@ def demote_i64(func_op: ir.Operation) -> tuple[list[int], list[int]]:
     outs = [_narrow(t) for t in ftype.results]
     func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
         [n or t for n, t in zip(ins, ftype.inputs)], [n or t for n, t in zip(outs, ftype.results)]))
-    for block in _blocks(func_op):
-        for arg in block.arguments:
-            t = _narrow(arg.type)
-            if t is not None:
-                arg.set_type(t)
+    ops = _walk(func_op)
+    for holder in [func_op] + ops:
+        for region in holder.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    t = _narrow(arg.type)
+                    if t is not None:
+                        arg.set_type(t)
     same_width = []
-    for op in _ops(func_op):
+    for op in ops:
         if op.name == "arith.constant":
             t = _narrow(op.results[0].type)
             if t is not None:
