@@ -125,3 +125,14 @@ def depthwise_mlir(n: int, h: int, w: int, c: int, stride: int = 1, relu: bool =
   }}
 }}
 """
+
+
+def longest_chain(exe) -> int:
+    """Kernels one after another on the plan's longest dependency path (what a decode step waits for on a GPU)."""
+    from portable.memory.hazards import dependencies, uses
+
+    deps = dependencies([uses([(s, 0, 1) for s in d.slots], exe.kernels[d.kernel].access) for d in exe.dispatches])
+    depth: list[int] = []
+    for d in deps:
+        depth.append(1 + max((depth[j] for j in d), default=0))
+    return max(depth)

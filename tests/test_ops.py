@@ -89,6 +89,15 @@ def test_batch_matmul(device):
     check(g, [rand((3, 7, 13)), rand((3, 13, 5))], device)
 
 
+def test_batch_matmul_transposed_b(device):
+    """Attention scores q . K^T against a cache: B read transposed (on PoCL, a register tile of B is transposed
+    as a 2-D vector, which OpenCL C regroups lane by lane)."""
+    g = portable.Graph()
+    q, k = g.input((6, 1, 64)), g.input((6, 256, 64))
+    g.output(g.matmul(q, g.transpose(k, (0, 2, 1))))
+    check(g, [rand((6, 1, 64)), rand((6, 256, 64))], device)
+
+
 def test_fused_matmul_bias_relu_is_one_kernel(device):
     g = portable.Graph()
     a, b, bias = g.input((129, 31)), g.input((31, 257)), g.input((257,))

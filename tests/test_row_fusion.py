@@ -137,7 +137,9 @@ def test_workgroup_profiles_fall_back(device, tmp_path, overrides):
     reduction (each shared by a workgroup)."""
     g, shapes = _softmax(3, 4097)
     exe = _run(g, shapes, device, tmp_path, reduction_threads=64, **overrides)
-    assert len(exe.kernels) >= 4
+    # The max, the exponentials and the sum (with the division) are kernels of their own; the scaling is
+    # computed again inside the max (compiler/reduction_inputs.py) and, in place, before the exponentials.
+    assert len(exe.kernels) >= 3
     assert any(k.workgroup_size == (64, 1, 1) for k in exe.kernels)
 
 

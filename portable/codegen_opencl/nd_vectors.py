@@ -2,7 +2,7 @@
 
 Vectorized tiles keep 2-D vectors after `vector.lower_transfer`; OpenCL C has 1-D vectors only. An N-D value
 is a list of row slots (`em.rows[value]`), each a C vector variable of the innermost dimension (`float4`).
-Elementwise ops run once per row through the 1-D handlers; extract, insert, broadcast, shape_cast and
+Elementwise ops run once per row through the 1-D handlers; extract, insert, broadcast, shape_cast, transpose and
 from_elements/to_elements only regroup lanes, so most of them alias existing rows and print nothing.
 """
 
@@ -199,6 +199,27 @@ def _same_lanes(em, op) -> None:  # shape_cast: the same lanes in another shape
     bind_lanes(em, op.results[0], lanes_of(em, op.operands[0]))
 
 
+def _transpose(em, op) -> None:
+    """Output dim i is source dim perm[i] (a matmul tile of B read as rows of n, transposed to rows of k)."""
+    src = op.operands[0]
+    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    sshape = list(src.type.shape)
+    dshape = [sshape[p] for p in perm]
+    lanes = lanes_of(em, src)
+    out = []
+    for e in range(T.lanes(op.results[0].type)):
+        index, rest = [], e
+        for size in reversed(dshape):
+            index.append(rest % size)
+            rest //= size
+        index.reverse()
+        at = [0] * len(sshape)
+        for i, p in enumerate(perm):
+            at[p] = index[i]
+        out.append(lanes[linear_position(at, sshape)])
+    bind_lanes(em, op.results[0], out)
+
+
 def _from_elements(em, op) -> None:
     bind_lanes(em, op.results[0], [lanes_of(em, v)[0] for v in op.operands])
 
@@ -230,4 +251,5 @@ def _constant(em, op) -> None:
 
 
 _REGROUP = {"vector.extract": _extract, "vector.insert": _insert, "vector.broadcast": _broadcast,
-            "vector.splat": _broadcast, "vector.shape_cast": _same_lanes, "vector.from_elements": _from_elements}
+            "vector.splat": _broadcast, "vector.shape_cast": _same_lanes, "vector.from_elements": _from_elements,
+            "vector.transpose": _transpose}

@@ -118,7 +118,8 @@ def classify(op: ir.Operation) -> OpKind:
         body = body_op_names(op)
         has_mul = any(n in ("arith.mulf", "arith.muli") for n in body)
         maps = indexing_maps(op)
-        non_dim = any(not isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results)
+        # A window's reads (d1 + d4); a constant 0 (a unit dim, such as a mask's) is no window.
+        non_dim = any(not isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for m in maps for e in m.results)
         if has_mul and nin == 2 and non_dim:
             kind = "conv"
         elif has_mul and nin == 2 and its.count("reduction") == 1 and \

@@ -26,6 +26,7 @@ from . import (
     nontemporal,
     plan,
     promotion,
+    reduction_inputs,
     rewrites,
     row_columns,
     row_registers,
@@ -191,6 +192,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
         if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
+        if reduction_inputs.fuse_into_reductions(public_func(module)):
+            _run(module, "builtin.module(canonicalize,cse)", "reduction-inputs", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a
         # handle still tracks it) falls back to plain ones: scalar per-thread tiles and no row chains, formed
