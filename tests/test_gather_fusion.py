@@ -105,3 +105,42 @@ def test_concat_of_an_op_reading_a_constant_fill(device, tmp_path):
     norm = lambda v: (v - 0.1) / np.sqrt(4.0 + 1e-5) * 1.5 + 0.25  # noqa: E731
     np.testing.assert_allclose(c, np.concatenate([norm(x), y], axis=1), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(z, norm(y), rtol=1e-5, atol=1e-6)
+
+
+def _rotary_into_cache():
+    """The rotary embedding of this step's k written into row `pos` of a cache (Where over every row)."""
+    model = _rotary(False)
+    g = model.graph
+    f32 = TensorProto.FLOAT
+    g.node.append(helper.make_node("Where", ["mask", "y", "cache"], ["new"]))
+    g.input.extend([helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, 40, 1]),
+                    helper.make_tensor_value_info("cache", f32, [H, 40, D])])
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("new", f32, [H, 40, D]))
+    return model
+
+
+@pytest.mark.parametrize("profile,kernels", [("nvidia", 1), ("lavapipe", 2), ("pocl", 2)])
+def test_rotary_read_by_every_cache_row(profile, kernels):
+    """GPU profiles compute the rotation where each cache row reads it (one kernel); the CPU drivers' profiles,
+    where that is 40 rotations for one, keep the rotation a kernel the write reads."""
+    api = "opencl" if profile == "pocl" else "vulkan"
+    exe = compile_module(onnx_to_mlir(_rotary_into_cache()), profiles.codegen_options(profiles.all_profiles()[profile]),
+                         (api,))
+    assert len(exe.dispatches) == kernels
+
+
+def test_rotary_into_cache_values(device, tmp_path):
+    exe = _compile(_rotary_into_cache(), device)
+    import portable
+
+    exe.save(tmp_path / "c.ptx")
+    x = RNG.standard_normal((H, 1, D)).astype(np.float32)
+    cos, sin = (RNG.standard_normal((1, D // 2)).astype(np.float32) for _ in range(2))
+    cache = RNG.standard_normal((H, 40, D)).astype(np.float32)
+    mask = np.zeros((1, 40, 1), bool)
+    mask[0, 7, 0] = True
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    y = np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+    (new,) = portable.load(tmp_path / "c.ptx", device=device)(x, cos, sin, mask, cache)
+    np.testing.assert_allclose(new, np.where(mask, y, cache), rtol=1e-5, atol=1e-5)

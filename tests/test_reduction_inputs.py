@@ -65,15 +65,16 @@ func.func @main(%cache: tensor<{H}x{T}x{D}xf32>, %k: tensor<{H}x1x{D}xf32>, %q: 
 """
 
 
-@pytest.mark.parametrize("profile", ["nvidia", "arm-mali-valhall", "lavapipe", "pocl"])
-def test_scores_do_not_wait_for_the_cache_write(profile):
+@pytest.mark.parametrize("profile,depth", [("nvidia", 1), ("arm-mali-valhall", 1), ("lavapipe", 2), ("pocl", 2)])
+def test_scores_do_not_wait_for_the_cache_write(profile, depth):
     """The cache write stays (it is an output) and the scores compute their own copy of it: the two kernels
     depend on nothing in the step, so they run side by side (without the rewrite, the scores wait for the write:
-    depth 2). The scaled q, read only by the scores, is fused into them upstream (linalg-fuse-elementwise-ops)."""
+    depth 2, as on the CPU drivers' profiles, which keep the arithmetic once). The scaled q, read only by the
+    scores, is fused into them upstream (linalg-fuse-elementwise-ops)."""
     api = "opencl" if profile == "pocl" else "vulkan"
     exe = compile_module(SCORES, profiles.codegen_options(profiles.all_profiles()[profile]), (api,))
     assert len(exe.dispatches) == 2
-    assert longest_chain(exe) == 1
+    assert longest_chain(exe) == depth
 
 
 def test_scores_match_numpy(device):
@@ -133,5 +134,5 @@ def test_matmuls_keep_plain_operands():
         for text, fused in ((PRODUCT, 0), (SCORES, 1)):
             module = ir.Module.parse(text)
             func = module.body.operations[0]
-            assert fuse_into_reductions(func) == fused
+            assert fuse_into_reductions(func, {"reduction_threads": 64}) == fused
             assert module.operation.verify()

@@ -156,3 +156,19 @@ def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_pat
     g.output(g.matmul(g.input((1, 256)), g.input((256, 64))))
     exe, _ = compile_and_load(g.to_mlir(), device, tmp_path, fill_threads=0)
     assert len(exe.dispatches) == 1
+
+
+@pytest.mark.parametrize("reduction_threads", [0, 64], ids=["cpu-profile", "gpu-profile"])
+def test_swiglu_before_a_matrix_vector_product(device, tmp_path, reduction_threads):
+    """(silu(gate) * up) @ w: with a reduction per thread (CPU drivers' profiles) SwiGLU runs once in a kernel of
+    its own, not once per output column inside the product (split_k.unfuse_matvecs); a GPU profile without
+    split-K keeps it fused (a workgroup per output shares it). The same values either way."""
+    g = portable.Graph("swiglu")
+    gate, up, w = g.input((1, 512)), g.input((1, 512)), g.input((512, 96))
+    g.output(g.matmul(g.mul(g.mul(gate, g.sigmoid(gate)), up), w))
+    exe, loaded = compile_and_load(g, device, tmp_path, reduction_threads=reduction_threads, fill_threads=0)
+    assert len(exe.dispatches) == (2 if not reduction_threads else 1)
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (1, 512), (512, 96))]
+    a = xs[0] / (1 + np.exp(-xs[0])) * xs[1]
+    np.testing.assert_allclose(loaded(*xs)[0], a @ xs[2], rtol=1e-4, atol=1e-4)

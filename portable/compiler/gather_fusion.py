@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .gathers import MOVE
 from .ir_util import as_operation, clone_at
-from .linalg_info import fill_value, indexing_maps, iterator_types, num_inputs
+from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
@@ -121,14 +121,26 @@ def _reads_in_moves(op: ir.Operation) -> list[ir.Operation] | None:
     return reads
 
 
-def _push(op: ir.Operation) -> bool:
+def _broadcast_read(consumer: ir.Operation, operand: int) -> bool:
+    """`consumer` reads input `operand` at fewer positions than it has loop iterations (some loop it does not
+    follow: a rotated k written into every row of a cache, which then computes the rotation once per row)."""
+    amap = indexing_maps(consumer)[operand]
+    dims = {d for d in _map_indices(amap) or [] if d is not None}
+    ranges = loop_ranges(consumer) or []
+    return any(r > 1 and d not in dims for d, r in enumerate(ranges))
+
+
+def _push(op: ir.Operation, recompute: bool) -> bool:
     """Make every consumer of slice or concat `op` read it by tensor.extract, where all its users are
-    elementwise ops reading it as an input; whether it did."""
+    elementwise ops reading it as an input (and, unless `recompute`, each at as many positions as it has loop
+    iterations); whether it did."""
     if MOVE not in op.attributes or num_inputs(op) != 0 or not _elementwise(op):
         return False
     uses = [(as_operation(u.owner), u.operand_number) for u in op.results[0].uses]
     if not uses or not all(c.name == "linalg.generic" and _elementwise(c) and i < num_inputs(c) for c, i in uses):
         return False  # a slice that some other op reads stays a kernel; its neighbours keep their vectors
+    if not recompute and any(_broadcast_read(c, i) for c, i in uses):
+        return False
     while True:  # each rewrite replaces its consumer, and adds a tensor.extract use
         u = next((u for u in op.results[0].uses if as_operation(u.owner).name == "linalg.generic"), None)
         if u is None:
@@ -149,17 +161,19 @@ def _pull(op: ir.Operation) -> bool:
     return True
 
 
-def fuse_gathers(func_op: ir.Operation) -> int:
+def fuse_gathers(func_op: ir.Operation, recompute: bool = True) -> int:
     """Merge the slices and concats of `func_op`'s body with their elementwise neighbours (module docstring);
-    returns how many rewrites it made. A pull erases only the op itself, so the walk goes on after it; a push
-    replaces the ops after it, so the walk starts over. Walks repeat while one changed anything (a pull can
-    leave an earlier op read only inside gathers)."""
+    returns how many rewrites it made. Without `recompute` (CPU drivers, where a kernel boundary costs less than
+    arithmetic), a slice or concat that a consumer would compute many times over stays a kernel: lavapipe took 3.5
+    ms per layer on the small decoder's cache write, which computed the rotated k once per cache row. A pull erases
+    only the op itself, so the walk goes on after it; a push replaces the ops after it, so the walk starts over.
+    Walks repeat while one changed anything (a pull can leave an earlier op read only inside gathers)."""
     block = func_op.regions[0].blocks[0]
     done, changed = 0, True
     while changed:
         changed = False
         for op in [o.operation for o in block.operations if o.name == "linalg.generic"]:
-            if _push(op):
+            if _push(op, recompute):
                 done, changed = done + 1, True
                 break
             if _pull(op):

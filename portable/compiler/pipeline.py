@@ -185,14 +185,18 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if profile.get("im2col_max_bytes", 0):
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]),
                                     bool(profile.get("conv_1x1_view")))
-        rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")))
+        rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
+                       recompute=bool(profile.get("reduction_threads")))
         arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))
         _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
         if windows.unroll_small_windows(public_func(module), int(profile.get("window_taps", 0))):
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
         if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
-        if reduction_inputs.fuse_into_reductions(public_func(module)):
+        if split_k.unfuse_matvecs(public_func(module), profile):  # its fills are named ops
+            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "unfuse-matvecs",
+                 dump)
+        if reduction_inputs.fuse_into_reductions(public_func(module), profile):
             _run(module, "builtin.module(canonicalize,cse)", "reduction-inputs", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
         # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a

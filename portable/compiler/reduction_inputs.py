@@ -12,10 +12,11 @@ on the same elements. The small decoder's greedy step goes from 78 kernels (54 d
 H200 its Vulkan speed did not move (5437-5614 vs 5464-5642 tokens/s, benchmarks/results/h200/session16/); on
 NVIDIA's OpenCL, where every kernel is an enqueue, it ran 1672-1760 vs 1008-1755.
 
-Only where that pays: the reduction is small (decode-sized) and is not a convolution or a matmul whose B rows
-run along n. Those keep their register-blocked strategies, which read plain operands; a product against B's rows
-along k, such as q . K^T, is a row of dot products. The producer must be a kernel of its own: an elementwise op
-that dispatch formation would fuse into its input's kernel, such as a norm's last step, is left alone.
+Only where that pays: on GPU profiles (a CPU driver has arithmetic to save, not dispatches), where the reduction is
+small (decode-sized) and is not a convolution or a matmul whose B rows run along n. Those keep their
+register-blocked strategies, which read plain operands; a product against B's rows along k, such as q . K^T,
+is a row of dot products. The producer must be a kernel of its own: an elementwise op that dispatch formation
+would fuse into its input's kernel, such as a norm's last step, is left alone.
 """
 
 from __future__ import annotations
@@ -140,9 +141,14 @@ def _fuse(consumer: ir.Operation, i: int) -> ir.Operation:
     return new.operation
 
 
-def fuse_into_reductions(func_op: ir.Operation) -> int:
+def fuse_into_reductions(func_op: ir.Operation, profile: dict) -> int:
     """Compute, inside each small reduction of `func_op`'s body, the elementwise kernels it reads (module
-    docstring); returns how many it did."""
+    docstring); returns how many it did. Only on GPU profiles (`reduction_threads`): on a CPU driver a kernel
+    boundary inside a recording costs little and arithmetic is what runs short (PoCL, the small decoder's
+    scores with the rotary embedding computed per element took 130-135 us against 51 us plus 3 us for the
+    rotated q's kernel)."""
+    if not profile.get("reduction_threads"):
+        return 0
     block = func_op.regions[0].blocks[0]
     done = 0
     changed = True

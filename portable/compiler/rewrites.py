@@ -219,8 +219,9 @@ def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
         op.erase()
 
 
-def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
-    """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked)."""
+def apply(func_op: ir.Operation, vector_gathers: bool = False, recompute: bool = True) -> None:
+    """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked);
+    `recompute`: values may be computed again where many positions read them (GPU profiles)."""
     from .gather_fusion import fuse_gathers  # these build on rebuild_generic, defined here
     from .horizontal import VIEW, fuse_shared_lhs_matmuls
     from .host_scalars import sink_host_scalars
@@ -242,7 +243,7 @@ def apply(func_op: ir.Operation, vector_gathers: bool = False) -> None:
             concat_to_generic(op)
         elif op.name == "tensor.extract_slice" and VIEW not in op.attributes:
             extract_slice_to_generic(op)
-    fuse_gathers(func_op)
+    fuse_gathers(func_op, recompute)
     # After the gathers (a pad value may be such a scalar), before 0-d ops get their unit loop (so do the
     # inputs it adds).
     sink_host_scalars(func_op)
