@@ -25,7 +25,7 @@ from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 
-def _map_indices(amap: ir.AffineMap) -> list[int | None] | None:
+def map_indices(amap: ir.AffineMap) -> list[int | None] | None:
     """Per result of `amap`: its loop dim, or None for a constant 0; None when it has anything else."""
     out: list[int | None] = []
     for e in amap.results:
@@ -38,7 +38,7 @@ def _map_indices(amap: ir.AffineMap) -> list[int | None] | None:
     return out
 
 
-def _elementwise(op: ir.Operation) -> bool:
+def pointwise(op: ir.Operation) -> bool:
     """A single-result all-parallel generic writing its output at the loop position (identity map) without
     reading it, and whose inputs it reads through loop dims or constant 0s: a function of the position."""
     if op.name != "linalg.generic" or len(op.results) != 1 or "reduction" in iterator_types(op):
@@ -50,7 +50,7 @@ def _elementwise(op: ir.Operation) -> bool:
     block = op.regions[0].blocks[0]
     if list(block.arguments[nin].uses) or any(len(o.regions) for o in block.operations):
         return False
-    return all(_map_indices(m) is not None for m in maps[:nin])
+    return all(map_indices(m) is not None for m in maps[:nin])
 
 
 def _index(d: int | None) -> ir.Value:
@@ -65,7 +65,7 @@ def _read_by_extract(consumer: ir.Operation, operand: int) -> ir.Operation:
     block = consumer.regions[0].blocks[0]
     value = consumer.operands[operand]
     with ir.InsertionPoint.at_block_begin(block), consumer.location:
-        idx = [_index(d) for d in _map_indices(maps[operand])]
+        idx = [_index(d) for d in map_indices(maps[operand])]
         read = tensor.ExtractOp(value, idx).result
     block.arguments[operand].replace_all_uses_with(read)
     ins = [v for i, v in enumerate(list(consumer.operands)[:nin]) if i != operand]
@@ -96,7 +96,7 @@ def _compute_at(op: ir.Operation, read: ir.Operation) -> None:
             elif isinstance(v.type, ir.ShapedType):
                 zero = arith.ConstantOp(ir.IndexType.get(), 0).result
                 mapping[body.arguments[i]] = tensor.ExtractOp(
-                    v, [at[d] if d is not None else zero for d in _map_indices(m)]).result
+                    v, [at[d] if d is not None else zero for d in map_indices(m)]).result
             else:
                 mapping[body.arguments[i]] = v
         value = clone_at(body, at, mapping)
@@ -125,7 +125,7 @@ def _broadcast_read(consumer: ir.Operation, operand: int) -> bool:
     """`consumer` reads input `operand` at fewer positions than it has loop iterations (some loop it does not
     follow: a rotated k written into every row of a cache, which then computes the rotation once per row)."""
     amap = indexing_maps(consumer)[operand]
-    dims = {d for d in _map_indices(amap) or [] if d is not None}
+    dims = {d for d in map_indices(amap) or [] if d is not None}
     ranges = loop_ranges(consumer) or []
     return any(r > 1 and d not in dims for d, r in enumerate(ranges))
 
@@ -134,10 +134,10 @@ def _push(op: ir.Operation, recompute: bool) -> bool:
     """Make every consumer of slice or concat `op` read it by tensor.extract, where all its users are
     elementwise ops reading it as an input (and, unless `recompute`, each at as many positions as it has loop
     iterations); whether it did."""
-    if MOVE not in op.attributes or num_inputs(op) != 0 or not _elementwise(op):
+    if MOVE not in op.attributes or num_inputs(op) != 0 or not pointwise(op):
         return False
     uses = [(as_operation(u.owner), u.operand_number) for u in op.results[0].uses]
-    if not uses or not all(c.name == "linalg.generic" and _elementwise(c) and i < num_inputs(c) for c, i in uses):
+    if not uses or not all(c.name == "linalg.generic" and pointwise(c) and i < num_inputs(c) for c, i in uses):
         return False  # a slice that some other op reads stays a kernel; its neighbours keep their vectors
     if not recompute and any(_broadcast_read(c, i) for c, i in uses):
         return False
@@ -150,7 +150,7 @@ def _push(op: ir.Operation, recompute: bool) -> bool:
 
 def _pull(op: ir.Operation) -> bool:
     """Compute elementwise `op` at each of its reads, where those are all it is used for; whether it did."""
-    if not _elementwise(op) or not list(op.results[0].uses):
+    if not pointwise(op) or not list(op.results[0].uses):
         return False
     reads = _reads_in_moves(op)
     if reads is None:

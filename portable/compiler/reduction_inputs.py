@@ -21,7 +21,7 @@ would fuse into its input's kernel, such as a norm's last step, is left alone.
 
 from __future__ import annotations
 
-from .gather_fusion import _elementwise, _map_indices
+from .gather_fusion import map_indices, pointwise
 from .ir_util import clone_mapped
 from .linalg_info import classify, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg
@@ -71,9 +71,9 @@ def _candidate(consumer: ir.Operation) -> int | None:
     maps = consumer.attributes["indexing_maps"]
     for i, v in enumerate(list(consumer.operands)[:num_inputs(consumer)]):
         p = _producer(v)
-        if p is None or not _elementwise(p) or classify(p).kind == "fill" or not _own_kernel(p):
+        if p is None or not pointwise(p) or classify(p).kind == "fill" or not _own_kernel(p):
             continue
-        if _map_indices(ir.AffineMapAttr(maps[i]).value) is None:
+        if map_indices(ir.AffineMapAttr(maps[i]).value) is None:
             continue
         return i
     return None
@@ -83,7 +83,7 @@ def _compose(inner: ir.AffineMap, outer: ir.AffineMap) -> ir.AffineMap:
     """inner after outer: `outer` maps the consumer's loops to the producer's (dims or constant 0s), `inner` the
     producer's loops to one of its inputs."""
     exprs = []
-    for d in _map_indices(inner):
+    for d in map_indices(inner):
         exprs.append(outer.results[d] if d is not None else ir.AffineConstantExpr.get(0))
     return ir.AffineMap.get(outer.n_dims, 0, exprs)
 
