@@ -53,7 +53,8 @@ def pointwise(op: ir.Operation) -> bool:
     return all(map_indices(m) is not None for m in maps[:nin])
 
 
-def _index(d: int | None) -> ir.Value:
+def loop_index(d: int | None) -> ir.Value:
+    """Inside a linalg body: the index of loop `d`, or 0 for a map's constant-0 result (None)."""
     return linalg.IndexOp(d).result if d is not None else arith.ConstantOp(ir.IndexType.get(), 0).result
 
 
@@ -65,7 +66,7 @@ def _read_by_extract(consumer: ir.Operation, operand: int) -> ir.Operation:
     block = consumer.regions[0].blocks[0]
     value = consumer.operands[operand]
     with ir.InsertionPoint.at_block_begin(block), consumer.location:
-        idx = [_index(d) for d in map_indices(maps[operand])]
+        idx = [loop_index(d) for d in map_indices(maps[operand])]
         read = tensor.ExtractOp(value, idx).result
     block.arguments[operand].replace_all_uses_with(read)
     ins = [v for i, v in enumerate(list(consumer.operands)[:nin]) if i != operand]

@@ -21,10 +21,13 @@ would fuse into its input's kernel, such as a norm's last step, is left alone.
 
 from __future__ import annotations
 
-from .gather_fusion import map_indices, pointwise
-from .ir_util import clone_mapped
-from .linalg_info import classify, iterator_types, loop_ranges, num_inputs
-from .mlir import arith, ir, linalg
+import math
+
+from .gather_fusion import loop_index, map_indices, pointwise
+from .ir_util import clone_at
+from .linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
+from .mlir import ir
+from .rewrites import rebuild_generic
 
 # Iterations of the reduction at most (scores over a 256-long cache for 6 heads of 64: 98304; a prefill's
 # scores over 128 tokens for 32 heads of 128: 67M would be too many to recompute a producer in).
@@ -48,23 +51,14 @@ def _own_kernel(op: ir.Operation) -> bool:
     return True
 
 
-def _size(op: ir.Operation) -> int | None:
-    ranges = loop_ranges(op)
-    if ranges is None:
-        return None
-    n = 1
-    for r in ranges:
-        n *= r
-    return n
-
-
 def _candidate(consumer: ir.Operation) -> int | None:
     """The input of reduction `consumer` whose producer is to be computed inside it, or None."""
     if consumer.name != "linalg.generic" or "reduction" not in iterator_types(consumer):
         return None
     kind = classify(consumer)
-    size = _size(consumer)
-    if kind.kind in ("fill", "conv") or size is None or size > MAX_ITERATIONS or len(consumer.results) != 1:
+    ranges = loop_ranges(consumer)
+    if kind.kind in ("fill", "conv") or ranges is None or math.prod(ranges) > MAX_ITERATIONS or \
+            len(consumer.results) != 1:
         return None
     if kind.kind == "matmul" and kind.contiguous_b:
         return None  # B's rows along n: the register-blocked strategies, which read plain operands
@@ -92,53 +86,31 @@ def _fuse(consumer: ir.Operation, i: int) -> ir.Operation:
     """`consumer` with its input `i` computed in its body from the producer's inputs, read through the producer's
     maps after the consumer's (classic elementwise fusion, the producer kept for its other users)."""
     producer = _producer(consumer.operands[i])
-    nin, pin = num_inputs(consumer), num_inputs(producer)
-    cmaps = [ir.AffineMapAttr(m).value for m in consumer.attributes["indexing_maps"]]
-    pmaps = [ir.AffineMapAttr(m).value for m in producer.attributes["indexing_maps"]]
+    nin, nout = num_inputs(consumer), len(consumer.results)
+    cmaps, pmaps = indexing_maps(consumer), indexing_maps(producer)
     pbody = producer.regions[0].blocks[0]
-    used = [j for j in range(pin) if list(pbody.arguments[j].uses)]
-    ins = [v for k, v in enumerate(list(consumer.operands)[:nin]) if k != i]
-    ins += [producer.operands[j] for j in used]
-    outs = list(consumer.operands)[nin:]
+    used = [j for j in range(num_inputs(producer)) if list(pbody.arguments[j].uses)]
+    # The producer's body at the head of the consumer's, at the producer position input i is read at; its inputs
+    # become block arguments of their own.
+    block = consumer.regions[0].blocks[0]
+    added = [block.add_argument(pbody.arguments[j].type, consumer.location) for j in used]
+    with ir.InsertionPoint.at_block_begin(block), consumer.location:
+        at = [loop_index(d) for d in map_indices(cmaps[i])]
+        value = clone_at(pbody, at, dict(zip([pbody.arguments[j] for j in used], added)))
+    block.arguments[i].replace_all_uses_with(value)
+    ins = [v for k, v in enumerate(list(consumer.operands)[:nin]) if k != i] + [producer.operands[j] for j in used]
     maps = [m for k, m in enumerate(cmaps[:nin]) if k != i] + [_compose(pmaps[j], cmaps[i]) for j in used]
-    maps += cmaps[nin:]
-    types = [ir.ShapedType(v.type).element_type if isinstance(v.type, ir.ShapedType) else v.type for v in ins + outs]
-    with ir.InsertionPoint(consumer), consumer.location:
-        new = linalg.GenericOp(
-            [r.type for r in consumer.results], ins, outs, ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-            consumer.attributes["iterator_types"])
-        block = new.regions[0].blocks.append(*types)
-    args = list(block.arguments)
-    first = nin - 1  # the producer's inputs follow the consumer's other inputs
-    mapping = {pbody.arguments[j]: args[first + n] for n, j in enumerate(used)}
-    at = cmaps[i].results
-    with ir.InsertionPoint(block), consumer.location:
-        ops = list(pbody.operations)
-        for o in ops[:-1]:
-            if o.name == "linalg.index":
-                e = at[ir.IntegerAttr(o.attributes["dim"]).value]
-                mapping[o.results[0]] = (linalg.IndexOp(ir.AffineDimExpr(e).position).result
-                                         if isinstance(e, ir.AffineDimExpr)
-                                         else arith.ConstantOp(ir.IndexType.get(), 0).result)
-            else:
-                clone_mapped(o.operation, mapping)
-        value = mapping.get(ops[-1].operands[0], ops[-1].operands[0])
-    old = consumer.regions[0].blocks[0]
-    olds = list(old.arguments)
-    for k, a in enumerate(olds):
-        if k == i:
-            a.replace_all_uses_with(value)
-        elif k < nin:
-            a.replace_all_uses_with(args[k - (k > i)])
-        else:
-            a.replace_all_uses_with(args[len(ins) + k - nin])
-    for o in list(old.operations):
-        block.append(o.detach_from_parent())
+    # Block arguments, old -> new: the other inputs in order (input i's is unused now), the producer's inputs after
+    # them, the outputs last.
+    arg_map = [k - (k > i) for k in range(nin)] + [len(ins) + k for k in range(nout)] + \
+        [nin - 1 + a for a in range(len(used))]
+    new = rebuild_generic(consumer, ins, list(consumer.operands)[nin:], maps + cmaps[nin:],
+                          iterator_types(consumer), arg_map, [r.type for r in consumer.results])
     consumer.results[0].replace_all_uses_with(new.results[0])
     consumer.erase()
     if not list(producer.results[0].uses):
         producer.erase()
-    return new.operation
+    return new
 
 
 def fuse_into_reductions(func_op: ir.Operation, profile: dict) -> int:

@@ -31,9 +31,10 @@ def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value]
             ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
             ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iterators]),
         )
+        types = [ir.ShapedType(v.type).element_type if isinstance(v.type, ir.ShapedType) else v.type
+                 for v in ins + outs]
+        new_block = new.regions[0].blocks.append(*types)
     block = old.regions[0].blocks[0]
-    types = [ir.RankedTensorType(v.type).element_type for v in ins + outs]
-    new_block = new.regions[0].blocks.append(*types)
     for i, a in enumerate(list(block.arguments)):
         a.replace_all_uses_with(new_block.arguments[arg_map[i]])
     for op in list(block.operations):

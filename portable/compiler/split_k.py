@@ -170,6 +170,11 @@ def _matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]]
     return (ranges[batch[0]] if batch else 0), m, ranges[ks[0]], ranges[out[-1]], roles
 
 
+def _fused_x(op: ir.Operation, roles: list[list[str]], nb: int) -> bool:
+    """A matmul form whose x is computed in the body from inputs of its own (a norm's or SwiGLU's), not read."""
+    return num_inputs(op) != 2 or roles[0] not in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"])
+
+
 def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n: int) -> ir.Operation | None:
     """A matmul that computes out + f(x-side inputs) * w (producers of x fused into it) as an elementwise
     kernel computing f over [m, k] (per batch: [b, m, k]) and a plain matmul of that with w, which replaces `op`;
@@ -265,7 +270,6 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     b, m, k, n, roles = form
     lead = [b] if b else []
     nb = len(lead)
-    nin = num_inputs(op)
     gemv = m <= MAX_ROWS
     f32 = all(ir.RankedTensorType(v.type).element_type == ir.F32Type.get() for v in op.operands)
     if (gemv and n % 4) or (not gemv and (k < MATMUL_MIN_K or not f32)):
@@ -275,7 +279,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
         s = max(s, min(_slices(max(b, 1) * m * n, 4, k, threads, SHORT_SLICE), SHORT_SLICES))
     if s < 2:
         return False
-    if nin != 2 or roles[0] not in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"]):
+    if _fused_x(op, roles, nb):
         if reduction_k is not None and k >= reduction_k:
             return False  # the fused form runs as a workgroup per output, which does better than three kernels
         plain = _unfuse(op, roles, b, m, k, n)
@@ -343,9 +347,7 @@ def unfuse_matvecs(func_op: ir.Operation, profile: dict) -> int:
         if form is None:
             continue
         b, m, k, n, roles = form
-        nb = 1 if b else 0
-        if m > MAX_ROWS or n < 2 or (num_inputs(op.operation) == 2 and
-                                      roles[0] in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"])):
+        if m > MAX_ROWS or n < 2 or not _fused_x(op.operation, roles, 1 if b else 0):
             continue
         if _unfuse(op.operation, roles, b, m, k, n) is not None:
             done += 1
