@@ -236,7 +236,7 @@ def node_cases(tmp_path_factory):
     from portable.conformance.cases import write_node_cases
 
     root = tmp_path_factory.mktemp("node-cases")
-    names = write_node_cases(root, ["relu", "deformconv"])
+    names = write_node_cases(root, ["relu", "abs", "deformconv"])
     # A uint16 Add (dtype portable does not take) from onnx's Add cases, written by hand to stay fast.
     x = np.arange(6, dtype=np.uint16).reshape(2, 3)
     m = model([helper.make_node("Add", ["x", "y"], ["s"])], [vi("x", [2, 3], T.UINT16), vi("y", [2, 3], T.UINT16)],
@@ -305,15 +305,31 @@ def test_conformance_export_and_replay(node_cases, tmp_path):
     root, _ = node_cases
     devs = ",".join(AVAILABLE)
     exp, out = tmp_path / "export", tmp_path / "results"
-    assert _conformance("--suite", str(root), "--filter", "^test_(relu|add_uint16)$", "--device", devs,
-                        "--profile", "generic", "--out", str(out), "--export", str(exp), "--no-progress") == 0
-    assert sorted(p.name for p in exp.iterdir()) == ["test_relu"]  # unsupported cases have nothing to export
-    assert replay.main([str(exp), "--device", devs, "--profile", "generic", "--out", str(out / "replayed.json")]) == 0
-    res = json.loads((out / "replayed.json").read_text())["results"]
-    assert set(res) == {"test_relu"}
-    for dev in AVAILABLE:
-        assert res["test_relu"][f"generic@{dev}"]["status"] == "pass", res["test_relu"]
+    assert _conformance("--suite", str(root), "--filter", "^test_(relu|abs|add_uint16)$", "--device", devs,
+                        "--profile", "generic", "--out", str(out), "--export", str(exp), "--compile-only",
+                        "--no-progress") == 0
+    cases = ["test_abs", "test_relu"]
+    assert sorted(p.name for p in exp.iterdir()) == cases  # unsupported cases have nothing to export
+    here = json.loads((out / "profile-generic.json").read_text())["results"]
+    assert {r["status"] for c in cases for r in here[c].values()} == {"compiled-only"}  # nothing ran here
+    one, two = out / "replayed.json", out / "replayed2.json"
+    assert replay.main([str(exp), "--device", devs, "--profile", "generic", "--out", str(one)]) == 0
+    res = json.loads(one.read_text())["results"]
+    assert sorted(res) == cases
+    for case in cases:
+        for dev in AVAILABLE:
+            assert res[case][f"generic@{dev}"]["status"] == "pass", res[case]
+    # Two processes, one case each, merged: the same statuses, and no share's file left behind.
+    assert replay.main([str(exp), "--device", devs, "--profile", "generic", "--out", str(two), "--jobs", "2"]) == 0
+    merged = json.loads(two.read_text())["results"]
+    assert {c: {d: r["status"] for d, r in v.items()} for c, v in merged.items()} == \
+        {c: {d: r["status"] for d, r in v.items()} for c, v in res.items()}
+    assert sorted(p.name for p in out.glob("replayed2*")) == ["replayed2.json"]
+    # --resume with every pair recorded runs nothing: the records (their run times too) stay as they were.
+    assert replay.main([str(exp), "--device", devs, "--profile", "generic", "--out", str(one), "--resume"]) == 0
+    assert json.loads(one.read_text())["results"] == res
     assert _conformance("--suite", str(root), "--device", devs, "--export", str(exp), "--no-progress") == 2
+    assert _conformance("--suite", str(root), "--device", devs, "--compile-only", "--no-progress") == 2
 
 
 def test_conformance_timeout_is_isolated(node_cases, tmp_path):

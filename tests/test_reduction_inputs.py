@@ -136,3 +136,46 @@ def test_matmuls_keep_plain_operands():
             func = module.body.operations[0]
             assert fuse_into_reductions(func, {"reduction_threads": 64}) == fused
             assert module.operation.verify()
+
+
+REVERSED_MAX = """
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @main(%x: tensor<4x6xf32>) -> tensor<4xf32> {
+  %c5 = arith.constant 5 : index
+  %e = tensor.empty() : tensor<4x6xf32>
+  %r = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<4x6xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %jr = arith.subi %c5, %j : index
+    %v = tensor.extract %x[%i, %jr] : tensor<4x6xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x6xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %eo = tensor.empty() : tensor<4xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%eo : tensor<4xf32>) -> tensor<4xf32>
+  %m = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%r : tensor<4x6xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %y = arith.maximumf %a, %acc : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  return %m : tensor<4xf32>
+}
+"""
+
+
+def test_a_producer_read_by_extract_stays_when_it_would_leave_a_loop_unbound():
+    """ArgMax with select_last_index reads its row reversed through tensor.extract (no operand). Computed inside
+    the max, that row would leave the op no operand spanning the reduced loop, and MLIR crashed on the result
+    (a segfault in canonicalize, found by the conformance run for the nvidia profile): it stays a kernel."""
+    from portable.compiler.mlir import ir
+    from portable.compiler.reduction_inputs import fuse_into_reductions
+
+    with ir.Context():
+        module = ir.Module.parse(REVERSED_MAX)
+        assert fuse_into_reductions(module.body.operations[0], {"reduction_threads": 64}) == 0
+        assert module.operation.verify()
+    exe = compile_module(REVERSED_MAX, profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
+    assert len(exe.dispatches) >= 1

@@ -67,10 +67,22 @@ def _candidate(consumer: ir.Operation) -> int | None:
         p = _producer(v)
         if p is None or not pointwise(p) or classify(p).kind == "fill" or not _own_kernel(p):
             continue
-        if map_indices(ir.AffineMapAttr(maps[i]).value) is None:
+        if map_indices(ir.AffineMapAttr(maps[i]).value) is None or not _loops_kept(consumer, i, p):
             continue
         return i
     return None
+
+
+def _loops_kept(consumer: ir.Operation, i: int, producer: ir.Operation) -> bool:
+    """Whether the fused op's operands still span every loop of `consumer` (its loop ranges come from them): a
+    producer that reads its input with tensor.extract, not through an operand, can leave the reduced loop
+    without one (ArgMax over a reversed row)."""
+    cmaps, pmaps = indexing_maps(consumer), indexing_maps(producer)
+    pbody = producer.regions[0].blocks[0]
+    maps = [m for k, m in enumerate(cmaps) if k != i] + \
+        [_compose(pmaps[j], cmaps[i]) for j in range(num_inputs(producer)) if list(pbody.arguments[j].uses)]
+    seen = {d for m in maps for d in (map_indices(m) or ()) if d is not None}
+    return seen == set(range(len(iterator_types(consumer))))
 
 
 def _compose(inner: ir.AffineMap, outer: ir.AffineMap) -> ir.AffineMap:

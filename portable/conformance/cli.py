@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -33,9 +32,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.add_argument("--note", default="", help="a line stored in the JSON and printed atop the matrices")
     p.add_argument("--export", default=None, metavar="DIR",
-                   help="with --profile: also save each case's kernels, inputs and expected outputs under DIR (not cases "
-                        "with over 1 MiB of weights), "
-                        "to run them on a host without MLIR: python -m portable.conformance.replay DIR")
+                   help="with --profile: also save each case's kernels, inputs and expected outputs under DIR (not "
+                        "cases with over 1 MiB of weights), to run them on a host without MLIR: python -m "
+                        "portable.conformance.replay DIR")
+    p.add_argument("--compile-only", action="store_true",
+                   help="with --profile: compile (and spirv-val) for the profile, run nothing here; with --export, "
+                        "the cases are for a device elsewhere and running them on this host's drivers only costs time")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: rewrite the Markdown, HTML and FAILURES.md from the JSON in OUT")
@@ -81,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
     from .. import __version__, profiles
     from . import cases as cases_mod
     from . import runner
+    from .execute import COMPILE_ONLY_ENV, EXPORT_ENV
 
     suites = tuple(s.strip() for s in args.suite.split(",") if s.strip())
     if args.profile and args.profile not in profiles.all_profiles():
@@ -104,13 +107,18 @@ def main(args: argparse.Namespace) -> int:
             print(f"no results in {res.path}", file=sys.stderr)
             return 1
         return _write_reports(res, selected, out, stem, repro)
+    worker_env: dict[str, str] = {}  # for the worker processes, not this one (a caller may run again)
     if args.export:
         if not args.profile:
             print("error: --export needs --profile (the kernels are compiled for a profile)", file=sys.stderr)
             return 2
-        from .execute import EXPORT_ENV
-
-        os.environ[EXPORT_ENV] = str(Path(args.export).resolve())  # the worker processes inherit it
+        worker_env[EXPORT_ENV] = str(Path(args.export).resolve())
+    if args.compile_only:
+        if not args.profile:
+            print("error: --compile-only needs --profile (without one, a case's kernels are only compiled to be run)",
+                  file=sys.stderr)
+            return 2
+        worker_env[COMPILE_ONLY_ENV] = "1"
     cols, info = _columns(args.device, args.profile)
     if not cols:
         print("no device to run on (see `portable devices`)", file=sys.stderr)
@@ -124,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"{len(selected)} cases x {len(cols)} columns ({', '.join(cols)}), {args.jobs} worker(s) -> {out}",
           file=sys.stderr)
     runner.run(selected, cols, res, jobs=args.jobs, profile=args.profile, resume=args.resume,
-               timeout_s=args.timeout, progress=not args.no_progress, repro_dir=repro, meta=meta)
+               timeout_s=args.timeout, progress=not args.no_progress, repro_dir=repro, meta=meta, env=worker_env)
     return _write_reports(res, selected, out, stem, repro)
 
 

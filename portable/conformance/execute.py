@@ -232,12 +232,17 @@ def run_profile(case: Case, text: str, sets, profile_name: str, devices: list[st
         export = os.environ.get(EXPORT_ENV)
         if export:
             _export(Path(export), case, exe, api, sets)
+        if os.environ.get(COMPILE_ONLY_ENV):
+            emit(col, _record("compiled-only", reason="--compile-only", compile_s=compile_s, kernels=len(exe.kernels),
+                              spirv_validated=(api == "vulkan") or None))
+            continue
         emit(col, _run_for_profile(case, exe, sets, profile, options, dev, compile_s, api == "vulkan",
                                    CompiledGraph))
 
 
-# Set by `portable conformance --profile P --export DIR` for its worker processes.
+# Set by `portable conformance --profile P --export DIR` (and --compile-only) for its worker processes.
 EXPORT_ENV = "PORTABLE_CONFORMANCE_EXPORT"
+COMPILE_ONLY_ENV = "PORTABLE_CONFORMANCE_COMPILE_ONLY"
 EXPORT_MAX_WEIGHTS = 1 << 20  # bytes of constants in an exported case
 
 

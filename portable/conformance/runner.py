@@ -197,8 +197,10 @@ class Progress:
 
 def run(cases: list[Case], columns: list[str], results: Results, *, jobs: int = 1, profile: str | None = None,
         resume: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True,
-        log_dir: Path | None = None, repro_dir: Path | None = None, meta: dict | None = None) -> Results:
-    """Run every (case, column) not yet in `results` (with resume) and save the JSON as it goes."""
+        log_dir: Path | None = None, repro_dir: Path | None = None, meta: dict | None = None,
+        env: dict[str, str] | None = None) -> Results:
+    """Run every (case, column) not yet in `results` (with resume) and save the JSON as it goes; `env`: variables
+    set for the worker processes only."""
     if not resume:
         results.data["results"] = {}
         results.data["cases"] = {}
@@ -213,7 +215,7 @@ def run(cases: list[Case], columns: list[str], results: Results, *, jobs: int = 
     prog = Progress(total, progress)
     log_dir = log_dir or config.cache_dir() / "conformance" / "logs" / datetime.now().strftime("%Y%m%d-%H%M%S")
     log_dir.mkdir(parents=True, exist_ok=True)
-    env: dict[str, str] = {}
+    env = dict(env or {})
     workers: list[_Worker] = []
     next_id = 0
     jobs = max(1, int(jobs))
