@@ -171,7 +171,12 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
         for h in handles:
             emit(f"    transform.structured.vectorize {h}{extract} : {any_op}")
         if s.root_k_tile:
-            register_accumulators(emit, cont, f"%kl{k}")
+            # A thread with one output (a small matmul whose tiles shrank to fill the GPU) is a dot product:
+            # its contract keeps the widened f32 operands, since upstream's lowering of a dot product takes no
+            # mixed precision (an f16 33x100x70 matmul failed to compile for nvidia on both APIs).
+            one = all((t // n if n else t) <= 1 for t, n, it in zip(s.tile, s.threads, g.kind.iterators)
+                      if it == "parallel")
+            register_accumulators(emit, cont, f"%kl{k}", fold_extensions=not one)
 
 
 def _conv_taps(emit, g: Group, s: Strategy, container: str, handles: list[str]) -> None:
@@ -228,15 +233,17 @@ def _unroll_register_tile(emit, k: int, s: Strategy) -> None:
     emit(f'    %ku{k} = transform.structured.match ops{{["linalg.generic"]}} in %kl{k} : ({any_op}) -> {any_op}')
 
 
-def register_accumulators(emit, container: str, k_loop: str) -> None:
+def register_accumulators(emit, container: str, k_loop: str, fold_extensions: bool = True) -> None:
     """After vectorizing a thread's matmul tile: broadcasting reads of the generic's vectorization fold into a plain
-    (m,k)x(k,n) contract; loop-invariant code (the padding value) leaves the K loop, so the output tile's
-    read/write pair is invariant and becomes a register iter_arg."""
+    (m,k)x(k,n) contract (with `fold_extensions`, of the narrow operands themselves); loop-invariant code (the
+    padding value) leaves the K loop, so the output tile's read/write pair is invariant and becomes a register
+    iter_arg."""
     any_op = "!transform.any_op"
     emit(f"    transform.apply_patterns to {container} {{")
     emit("      transform.apply_patterns.vector.transfer_permutation_patterns")
     emit("      transform.apply_patterns.vector.reduction_to_contract")
-    emit("      transform.apply_patterns.vector.fold_arith_extension")
+    if fold_extensions:
+        emit("      transform.apply_patterns.vector.fold_arith_extension")
     emit("      transform.apply_patterns.canonicalization")
     emit(f"    }} : {any_op}")
     emit(f"    transform.apply_licm to {k_loop} : {any_op}")

@@ -7,6 +7,8 @@ Suites:
   (model.onnx, test_data_set_0/input_*.pb, output_*.pb) plus a case.json (op, rtol, atol).
 - `light`: the model tests in `onnx/backend/test/data/light` (AlexNet ... ZFNet-512): model and stored
   reference output ship with onnx; the input is the one onnx's own runner feeds (arange / n, float32).
+- `strategies`: cases at the shapes where the code generator's strategies switch (strategies.py), generated once
+  into `<PORTABLE_CACHE_DIR>/conformance/strategies-v<N>/`.
 - `simple`, `pytorch-converted`, `pytorch-operator`: the small model directories that ship with onnx.
 - any directory of cases in the same layout (<case>/model.onnx, <case>/test_data_set_N/{input,output}_K.pb).
 """
@@ -27,7 +29,7 @@ import numpy as np
 from .. import config
 
 DEFAULT_SUITES = ("node", "light")
-ALL_SUITES = ("node", "light", "simple", "pytorch-converted", "pytorch-operator")
+ALL_SUITES = ("node", "light", "strategies", "simple", "pytorch-converted", "pytorch-operator")
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-3, 1e-7
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 
@@ -237,6 +239,11 @@ def discover(suites: tuple[str, ...] = DEFAULT_SUITES, pattern: str | None = Non
             cases = [c for c in (_dir_case(p, "node") for p in sorted(d.iterdir()) if p.is_dir()) if c]
         elif suite == "light":
             cases = _light_cases()
+        elif suite == "strategies":
+            from .strategies import strategies_dir
+
+            d = strategies_dir()
+            cases = [c for c in (_dir_case(p, "strategies") for p in sorted(d.iterdir()) if p.is_dir()) if c]
         elif suite in ALL_SUITES or Path(suite).is_dir():
             d = onnx_data_dir() / suite if suite in ALL_SUITES else Path(suite)
             label = suite if suite in ALL_SUITES else "dir"

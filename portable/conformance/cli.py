@@ -25,8 +25,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--resume", action="store_true", help="skip (case, device) pairs already in the JSON")
     p.add_argument("--suite", default="node,light",
-                   help="comma-separated: node, light, simple, pytorch-converted, pytorch-operator, or a directory of "
-                        "cases in the onnx backend-test layout (default node,light)")
+                   help="comma-separated: node, light, strategies, simple, pytorch-converted, pytorch-operator, or a "
+                        "directory of cases in the onnx backend-test layout (default node,light)")
     p.add_argument("--timeout", type=float, default=180.0, metavar="S",
                    help="seconds per stage of a case (default 180)")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
@@ -45,7 +45,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _columns(device: str, profile: str | None) -> tuple[list[str], dict]:
+def _columns(device: str, profile: str | None, present: bool = True) -> tuple[list[str], dict]:
+    """The result columns; `present=False` (--compile-only): the URIs only name APIs, the devices may be elsewhere."""
     from ..devices import devices
 
     found, failures = devices()
@@ -56,7 +57,7 @@ def _columns(device: str, profile: str | None) -> tuple[list[str], dict]:
     else:
         uris = [u.strip() for u in device.split(",") if u.strip()]
         missing = [u for u in uris if u not in info]
-        if missing:
+        if missing and present:
             from ..errors import DeviceNotFound
 
             why = f" ({'; '.join(failures)})" if failures else ""
@@ -119,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         worker_env[COMPILE_ONLY_ENV] = "1"
-    cols, info = _columns(args.device, args.profile)
+    cols, info = _columns(args.device, args.profile, present=not args.compile_only)
     if not cols:
         print("no device to run on (see `portable devices`)", file=sys.stderr)
         return 1
