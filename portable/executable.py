@@ -21,8 +21,9 @@ import numpy as np
 
 from .errors import PackageError, ShapeMismatch
 
-FORMAT_VERSION = 3  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
+# 4: float16 held as float32
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class TensorSig:
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name: "float32", "int32", ...: what the caller passes and gets back
     # What the device holds where it differs: "int32" for an int64 tensor on a device without 64-bit integers
-    # (compiler/narrow_i64.py); the runtime converts at the boundary.
+    # (compiler/narrow_i64.py), "float32" for a float16 one on a device without 16-bit storage
+    # (compiler/widen_f16.py); the runtime converts at the boundary.
     device: str = ""
 
     @property
@@ -73,6 +75,8 @@ class TensorSig:
         """`arr` (already of `dtype`) as the device holds it; values that do not fit are an error."""
         if not self.device:
             return arr
+        if np.dtype(self.device).kind == "f":  # wider: every value fits
+            return np.ascontiguousarray(arr.astype(self.device))
         info = np.iinfo(self.device)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
             raise ShapeMismatch(f"{what}: values from {arr.min()} to {arr.max()} do not fit {self.device}, which this "
@@ -164,7 +168,10 @@ class Executable:
     def format_version(self) -> int:
         """The oldest format that holds this plan: 2 only where dispatches bind byte ranges, which a reader of
         format 1 would silently bind whole."""
-        if any(s.device for s in self.inputs + [sig for _, sig in self.outputs]):
+        devices = [s.device for s in self.inputs + [sig for _, sig in self.outputs] if s.device]
+        if any(np.dtype(d).kind == "f" for d in devices):
+            return 4  # a reader of format 3 converts only integers at the boundary
+        if devices:
             return 3  # a reader of format 2 would pass int64 arrays to int32 buffers
         return 2 if any(d.offsets for d in self.dispatches) else 1
 

@@ -13,6 +13,7 @@ from ..compiler.patterns import apply_patterns
 from ..errors import CompileError
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
+from .f16_storage import f16_registers_as_f32
 from .math_ops import (
     accurate_log1p_expm1,
     accurate_tanh,
@@ -55,6 +56,12 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
         # devices accept: it needs Vulkan 1.3).
         profile = dict(profile, spirv_version="v1.6")
+    caps = list(profile.get("spirv_caps", ["Shader"]))
+    f16_storage_only = bool(re.search(r"\bf16\b", gpu_module_asm)) and "Float16" not in caps and \
+        "StorageBuffer16BitAccess" in caps
+    if f16_storage_only:
+        # f16 buffers on a device without f16 arithmetic (Mali v9 under panvk): f16_storage.py.
+        profile = dict(profile, spirv_caps=caps + ["Float16"])
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
@@ -111,10 +118,13 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             # BF16_TO_F32: f16/bf16 math functions and bf16 arithmetic compute in f32 (f16 transcendentals are
             # imprecise on some GPUs; f16 arithmetic stays f16); its arith-expand also expands ceildivsi,
             # floordivsi and the like, which ArithToSPIRV has no pattern for.
+            emulate = ",arith-emulate-unsupported-floats{source-types=f16 target-type=f32}" if f16_storage_only else ""
             passmanager.PassManager.parse(
-                f"builtin.module(gpu.module(lower-affine,{BF16_TO_F32},math-expand-ops{{ops=fpowi}},"
+                f"builtin.module(gpu.module(lower-affine,{BF16_TO_F32}{emulate},math-expand-ops{{ops=fpowi}},"
                 "canonicalize))").run(module.operation)
             bf16_as_i16(gm.operation)
+            if f16_storage_only:
+                f16_registers_as_f32(gm.operation)
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
                 "convert-gpu-to-spirv,"
@@ -140,7 +150,26 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             raise CompileError(f"gpu-module-to-binary failed: {e}", stage="spirv") from e
         binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
         objects = ir.ArrayAttr(binary.attributes["objects"])
-        return bytes(gpu.ObjectAttr(objects[0]).object)
+        spirv = bytes(gpu.ObjectAttr(objects[0]).object)
+        return _drop_capability(spirv, FLOAT16) if f16_storage_only else spirv
+
+
+FLOAT16 = 9  # the Float16 capability's operand
+
+
+def _drop_capability(spirv: bytes, cap: int) -> bytes:
+    """`spirv` without its OpCapability `cap` instruction."""
+    import struct
+
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    i = 5
+    while i < len(words):
+        n, op = words[i] >> 16, words[i] & 0xFFFF
+        if op == 17 and n == 2 and words[i + 1] == cap:  # OpCapability
+            del words[i:i + 2]
+            continue
+        i += max(n, 1)
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 def _pin_version(module: ir.Module, version: str) -> None:

@@ -36,6 +36,7 @@ from . import (
     strategy,
     subgroup_reduce,
     transform_script,
+    widen_f16,
     windows,
 )
 from .linalg_info import OpKind, classify
@@ -180,6 +181,12 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if "vulkan" in targets and "Int64" not in profile.get("spirv_caps", ["Shader"]):
             narrowed = narrow_i64.demote_i64(public_func(module))  # no 64-bit integers on the device
             _run(module, "builtin.module(canonicalize,cse)", "narrow-i64", dump)
+        widened: tuple[list[int], list[int]] | None = None
+        if "vulkan" in targets and "StorageBuffer16BitAccess" not in profile.get("spirv_caps", ["Shader"]):
+            widened = widen_f16.promote_f16(public_func(module))  # no 16-bit loads or stores on the device
+            if widened is not None:
+                _run(module, "builtin.module(canonicalize,cse)", "widen-f16", dump)
+        widened = widened or ([], [])
         # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
         insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
@@ -238,6 +245,10 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         inputs[k] = dataclasses.replace(inputs[k], dtype="int64", device=inputs[k].dtype)
     for k in narrowed[1]:
         outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="int64", device=outputs[k][1].dtype))
+    for k in widened[0]:  # float16 on the host, float32 on the device
+        inputs[k] = dataclasses.replace(inputs[k], dtype="float16", device=inputs[k].dtype)
+    for k in widened[1]:
+        outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="float16", device=outputs[k][1].dtype))
     exe = Executable(
         kernels=kernels,
         slots=builder.slots,

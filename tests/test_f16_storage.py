@@ -1,0 +1,149 @@
+"""f16 on Vulkan devices with 16-bit storage but no f16 arithmetic (codegen_spirv/f16_storage.py; the
+arm-mali-valhall profile): kernels load, store and convert f16 and compute in f32, rounding to f16 after each op.
+Compiled here for this device's own profile without the Float16 capability, spirv-val'd (which rejects any other
+use of f16 without it), and run against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import compile_and_load, matmul_mlir
+
+from portable import profiles
+from portable.devices import open_device
+
+ROWS = """
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#col = affine_map<(i, j) -> (j)>
+func.func @main(%x: tensor<37x130xf16>, %b: tensor<130xf16>) -> tensor<37x130xf16> {
+  %ninf = arith.constant 0xFC00 : f16
+  %zero = arith.constant 0.0 : f16
+  %e = tensor.empty() : tensor<37x130xf16>
+  %er = tensor.empty() : tensor<37xf16>
+  %m0 = linalg.fill ins(%ninf : f16) outs(%er : tensor<37xf16>) -> tensor<37xf16>
+  %m = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<37x130xf16>) outs(%m0 : tensor<37xf16>) {
+  ^bb0(%a: f16, %acc: f16):
+    %y = arith.maximumf %a, %acc : f16
+    linalg.yield %y : f16
+  } -> tensor<37xf16>
+  %y = linalg.generic {indexing_maps = [#id, #row, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m, %b : tensor<37x130xf16>, tensor<37xf16>, tensor<130xf16>) outs(%e : tensor<37x130xf16>) {
+  ^bb0(%a: f16, %mv: f16, %bv: f16, %o: f16):
+    %d = arith.subf %a, %mv : f16
+    %p = math.exp %d : f16
+    %s = arith.mulf %p, %bv : f16
+    %r = arith.maximumf %s, %zero : f16
+    linalg.yield %r : f16
+  } -> tensor<37x130xf16>
+  return %y : tensor<37x130xf16>
+}
+"""
+
+
+def _storage_only(device) -> dict:
+    live = open_device(device)
+    if live.info.api != "vulkan":
+        pytest.skip("f16 storage without f16 arithmetic is a SPIR-V matter: OpenCL C reads half with vload_half")
+    caps = profiles.codegen_options(profiles.match(live.info), live.info)["spirv_caps"]
+    if "StorageBuffer16BitAccess" not in caps:
+        pytest.skip(f"{device} has no 16-bit storage")
+    return {"spirv_caps": [c for c in caps if c != "Float16"], "fp16": False}
+
+
+def _caps(exe) -> set[int]:
+    from portable.conformance.execute import spirv_capabilities
+
+    return set().union(*(spirv_capabilities(k.spirv) for k in exe.kernels))
+
+
+def test_rows_compute_in_f32_and_store_f16(device, tmp_path):
+    exe, loaded = compile_and_load(ROWS, device, tmp_path, **_storage_only(device))
+    assert 9 not in _caps(exe) and 4433 in _caps(exe)  # no Float16; StorageBuffer16BitAccess
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 130)).astype(np.float16)
+    b = rng.standard_normal(130).astype(np.float16)
+    y, = loaded(x, b)
+    assert y.dtype == np.float16
+    d = (x - x.max(axis=1, keepdims=True)).astype(np.float16)  # each op rounded to f16, as the kernel does
+    want = np.maximum((np.exp(d.astype(np.float32)).astype(np.float16) * b).astype(np.float16), np.float16(0))
+    np.testing.assert_allclose(y.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=1e-3)
+    loaded.close()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 256, 100), (33, 100, 70), (64, 128, 64)])
+def test_f16_matmul_accumulates_in_f32(device, tmp_path, m, k, n):
+    exe, loaded = compile_and_load(matmul_mlir(m, k, n, "f16", "f32"), device, tmp_path, **_storage_only(device))
+    assert 9 not in _caps(exe)
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    y, = loaded(a, b)
+    np.testing.assert_allclose(y, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    loaded.close()
+
+
+# ---------------------------------------------------------------- no 16-bit storage: f16 held as f32 (widen_f16)
+ROUNDED = """
+#id = affine_map<(i) -> (i)>
+func.func @main(%x: tensor<16xf32>, %h: tensor<16xf16>) -> (tensor<16xf32>, tensor<16xf16>) {
+  %e32 = tensor.empty() : tensor<16xf32>
+  %e16 = tensor.empty() : tensor<16xf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<16xf32>) outs(%e32 : tensor<16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.truncf %a : f32 to f16
+    %w = arith.extf %t : f16 to f32
+    linalg.yield %w : f32
+  } -> tensor<16xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%h : tensor<16xf16>) outs(%e16 : tensor<16xf16>) {
+  ^bb0(%a: f16, %o: f16):
+    %m = arith.mulf %a, %a : f16
+    linalg.yield %m : f16
+  } -> tensor<16xf16>
+  return %r, %s : tensor<16xf32>, tensor<16xf16>
+}
+"""
+
+
+def _no_16bit_storage(device) -> dict:
+    live = open_device(device)
+    if live.info.api != "vulkan":
+        pytest.skip("f16 is widened for Vulkan targets only: OpenCL C reads half with vload_half")
+    caps = profiles.codegen_options(profiles.match(live.info), live.info)["spirv_caps"]
+    return {"spirv_caps": [c for c in caps if c not in ("Float16", "StorageBuffer16BitAccess")], "fp16": False}
+
+
+def test_f16_is_held_as_f32_without_16_bit_storage(device, tmp_path):
+    """The caller passes and gets float16; the device holds float32 (format 4). Before, the kernel read the f16
+    buffer as an f32 array: every element of an f16 matmul came out wrong, without an error."""
+    exe, loaded = compile_and_load(matmul_mlir(33, 100, 70, "f16", "f16"), device, tmp_path,
+                                   **_no_16bit_storage(device))
+    assert exe.format_version == 4
+    assert [(s.dtype, s.device) for s in loaded.executable.inputs] == [("float16", "float32")] * 2
+    assert not _caps(exe) & {9, 4433}
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((33, 100)).astype(np.float16)
+    b = rng.standard_normal((100, 70)).astype(np.float16)
+    y, = loaded(a, b)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2,
+                               atol=0.1)
+    loaded.close()
+
+
+def test_roundings_to_f16_stay_exact(device, tmp_path):
+    """A truncf to f16 inside the graph rounds in f32 arithmetic as the conversion would (nearest, ties to even;
+    f16 subnormals; infinity from 65520 on); an op computed in f16 is rounded after it."""
+    _, loaded = compile_and_load(ROUNDED, device, tmp_path, **_no_16bit_storage(device))
+    x = np.array([1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 65504.0, 65519.0, 65520.0, -70000.0, 2.0 ** -24,
+                  2.0 ** -25, 3 * 2.0 ** -25, 1e-10, -0.0, np.inf, np.nan, 0.1, 2049.0, 3.0e-5], np.float32)
+    h = np.array([1.5, 3.1, 200.0, 300.0, -0.01, 2.0 ** -8, 255.9, 0.333, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0,
+                  29.0, 31.0], np.float16)
+    r, s = loaded(x, h)
+    with np.errstate(over="ignore"):  # 65520 and -70000 overflow to infinity, as they should
+        np.testing.assert_array_equal(r, x.astype(np.float16).astype(np.float32))
+        np.testing.assert_array_equal(s, h * h)  # numpy's f16 multiply rounds the exact product once, as here
+    loaded.close()
