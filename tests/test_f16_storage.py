@@ -1,7 +1,12 @@
-"""f16 on Vulkan devices with 16-bit storage but no f16 arithmetic (codegen_spirv/f16_storage.py; the
-arm-mali-valhall profile): kernels load, store and convert f16 and compute in f32, rounding to f16 after each op.
-Compiled here for this device's own profile without the Float16 capability, spirv-val'd (which rejects any other
-use of f16 without it), and run against numpy."""
+"""Float types a Vulkan device lacks.
+
+- f16 with 16-bit storage but no f16 arithmetic (codegen_spirv/f16_storage.py; the arm-mali-valhall profile):
+  kernels load, store and convert f16 and compute in f32, rounding to f16 after each op. Compiled here for this
+  device's own profile without the Float16 capability, spirv-val'd (which rejects any other use of f16 without
+  it), and run against numpy.
+- f16 without 16-bit storage (compiler/widen_f16.py; generic, Bifrost, Adreno 6xx): held as f32, converted at
+  the boundary, explicit roundings kept.
+- f64 without shaderFloat64: a clear error."""
 
 from __future__ import annotations
 
@@ -147,3 +152,30 @@ def test_roundings_to_f16_stay_exact(device, tmp_path):
         np.testing.assert_array_equal(r, x.astype(np.float16).astype(np.float32))
         np.testing.assert_array_equal(s, h * h)  # numpy's f16 multiply rounds the exact product once, as here
     loaded.close()
+
+
+F64 = """
+#id = affine_map<(i) -> (i)>
+func.func @main(%x: tensor<8xf64>) -> tensor<8xf64> {
+  %e = tensor.empty() : tensor<8xf64>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf64>) outs(%e : tensor<8xf64>) {
+  ^bb0(%a: f64, %o: f64):
+    %m = arith.mulf %a, %a : f64
+    linalg.yield %m : f64
+  } -> tensor<8xf64>
+  return %r : tensor<8xf64>
+}
+"""
+
+
+def test_float64_without_shader_float64_is_a_clear_error():
+    """Before, the SPIR-V conversion failed with a dump of the kernel ('failed to legalize operation
+    gpu.func')."""
+    from portable.compiler.pipeline import compile_module
+    from portable.errors import UnsupportedOp
+
+    with pytest.raises(UnsupportedOp, match="without 64-bit floats.*shaderFloat64"):
+        compile_module(F64, profiles.codegen_options(profiles.all_profiles()["generic"]), ("vulkan",))
+    exe = compile_module(F64, profiles.codegen_options(profiles.all_profiles()["lavapipe"]), ("vulkan",))
+    assert exe.kernels

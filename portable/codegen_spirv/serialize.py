@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
-from ..errors import CompileError
+from ..errors import CompileError, UnsupportedOp
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
 from .f16_storage import f16_registers_as_f32
@@ -125,6 +125,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             bf16_as_i16(gm.operation)
             if f16_storage_only:
                 f16_registers_as_f32(gm.operation)
+            if "Float64" not in caps and re.search(r"\bf64\b", str(gm)):
+                raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
+                                    "or device lacks shaderFloat64): cast the graph to float32, or compile for "
+                                    "OpenCL or a device with shaderFloat64")
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
                 "convert-gpu-to-spirv,"
