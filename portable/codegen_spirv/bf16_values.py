@@ -11,7 +11,7 @@ bytes, silently). Instead, before convert-gpu-to-spirv:
 
 from __future__ import annotations
 
-from ..compiler.ir_util import bf16_bits
+from ..compiler.ir_util import bf16_bits, with_element
 from ..compiler.mlir import arith, ir
 from ..errors import CompileError
 
@@ -25,19 +25,6 @@ _MOVES = {"memref.load", "memref.store", "vector.load", "vector.store", "memref.
           "vector.shuffle", "vector.from_elements", "vector.to_elements", "vector.shape_cast",
           "vector.extract_strided_slice", "vector.insert_strided_slice", "scf.for", "scf.if", "scf.yield",
           "scf.while", "scf.condition", "gpu.func", "gpu.return"}
-
-
-def _retype(t: ir.Type, bf16: ir.Type, i16: ir.Type) -> ir.Type | None:
-    """t with bf16 replaced by i16 (scalars, vectors, memrefs of either), None if t holds no bf16."""
-    if t == bf16:
-        return i16
-    if isinstance(t, ir.VectorType) and t.element_type == bf16:
-        return ir.VectorType.get(list(t.shape), i16)
-    if isinstance(t, ir.MemRefType):
-        e = _retype(t.element_type, bf16, i16)
-        if e is not None:
-            return ir.MemRefType.get(list(t.shape), e, t.layout, t.memory_space)
-    return None
 
 
 def _bits(x: float) -> int:
@@ -77,23 +64,23 @@ def bf16_as_i16(gpu_module: ir.Operation) -> None:
         for region in op.regions:
             for block in region.blocks:
                 for arg in block.arguments:
-                    nt = _retype(arg.type, bf16, i16)
+                    nt = with_element(arg.type, bf16, i16)
                     if nt is not None:
                         arg.set_type(nt)
-        touched = [r for r in op.results if _retype(r.type, bf16, i16) is not None]
-        uses_bf16 = touched or any(_retype(v.type, bf16, i16) is not None for v in op.operands)
+        touched = [r for r in op.results if with_element(r.type, bf16, i16) is not None]
+        uses_bf16 = touched or any(with_element(v.type, bf16, i16) is not None for v in op.operands)
         if uses_bf16 and op.name not in _MOVES:
             raise CompileError(f"bf16 left on '{op.name}' after bf16 emulation (SPIR-V has no bf16 type)",
                                stage="spirv")
         if op.name == "arith.constant" and touched:
             constants.append(op)
         for r in touched:
-            r.set_type(_retype(r.type, bf16, i16))
+            r.set_type(with_element(r.type, bf16, i16))
         if op.name == "arith.bitcast":
             bitcasts.append(op)
         if op.name == "gpu.func":
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            ins = [_retype(t, bf16, i16) or t for t in ftype.inputs]
+            ins = [with_element(t, bf16, i16) or t for t in ftype.inputs]
             op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, list(ftype.results)))
         return ir.WalkResult.ADVANCE
 

@@ -16,6 +16,7 @@ drops the capability from the binary: spirv-val checks that no other use of f16 
 
 from __future__ import annotations
 
+from ..compiler.ir_util import with_element
 from ..compiler.mlir import arith, ir
 from ..errors import CompileError
 
@@ -27,17 +28,6 @@ _MOVES = {"arith.select", "ub.poison", "vector.broadcast", "vector.splat", "vect
           "memref.reinterpret_cast", "gpu.subgroup_reduce", "gpu.shuffle"}
 _LOADS = {"memref.load", "vector.load"}
 _STORES = {"memref.store", "vector.store"}
-
-
-def _with(t: ir.Type, old: ir.Type, new: ir.Type) -> ir.Type | None:
-    """`t` with element type `old` replaced by `new` (scalar, vector, memref), None if it holds no `old`."""
-    if t == old:
-        return new
-    if isinstance(t, ir.VectorType) and t.element_type == old:
-        return ir.VectorType.get(list(t.shape), new)
-    if isinstance(t, ir.MemRefType) and t.element_type == old:
-        return ir.MemRefType.get(list(t.shape), new, t.layout, t.memory_space)
-    return None
 
 
 def _storage_buffer(t: ir.Type) -> bool:
@@ -57,7 +47,7 @@ def f16_registers_as_f32(gpu_module: ir.Operation) -> None:
         for region in op.regions:
             for block in region.blocks:
                 for arg in block.arguments:
-                    nt = _with(arg.type, f16, f32)
+                    nt = with_element(arg.type, f16, f32)
                     if nt is not None and not _storage_buffer(arg.type):
                         arg.set_type(nt)
         name = op.name
@@ -67,44 +57,45 @@ def f16_registers_as_f32(gpu_module: ir.Operation) -> None:
         if name in _STORES and _storage_buffer(op.operands[1].type) and op.operands[1].type.element_type == f16:
             stores.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.truncf" and _with(op.results[0].type, f16, f32) is not None:
+        if name == "arith.truncf" and with_element(op.results[0].type, f16, f32) is not None:
             truncs.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.extf" and _with(op.operands[0].type, f16, f32) is not None:
+        if name == "arith.extf" and with_element(op.operands[0].type, f16, f32) is not None:
             extends.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.constant" and _with(op.results[0].type, f16, f32) is not None:
+        if name == "arith.constant" and with_element(op.results[0].type, f16, f32) is not None:
             constants.append(op)
             return ir.WalkResult.ADVANCE
-        touched = [r for r in op.results if _with(r.type, f16, f32) is not None]
+        touched = [r for r in op.results if with_element(r.type, f16, f32) is not None]
         if name == "gpu.func" or name == "gpu.return":
             return ir.WalkResult.ADVANCE
-        if touched or any(_with(v.type, f16, f32) is not None and not _storage_buffer(v.type) for v in op.operands):
+        reads = any(with_element(v.type, f16, f32) is not None and not _storage_buffer(v.type) for v in op.operands)
+        if touched or reads:
             if name not in _MOVES and name not in _LOADS and name not in _STORES:
                 raise CompileError(f"f16 left on '{name}' after f16 emulation (the device has 16-bit storage but "
                                    "no f16 arithmetic)", stage="spirv")
         for r in touched:
             if not _storage_buffer(r.type):
-                r.set_type(_with(r.type, f16, f32))
+                r.set_type(with_element(r.type, f16, f32))
         return ir.WalkResult.ADVANCE
 
     gpu_module.walk(visit, ir.WalkOrder.PRE_ORDER)
     for op in loads:  # f16 from the buffer, widened where it is read
         r = op.results[0]
         with ir.InsertionPoint.after(op), op.location:
-            wide = arith.ExtFOp(_with(r.type, f16, f32), r).result
+            wide = arith.ExtFOp(with_element(r.type, f16, f32), r).result
         r.replace_all_uses_with(wide)
         wide.owner.operands[0] = r  # replace_all_uses_with redirected the extf's own operand too
     for op in truncs:  # a rounding step: to f16 and back, the value stays in an f32 register
         r = op.results[0]
         with ir.InsertionPoint.after(op), op.location:
-            wide = arith.ExtFOp(_with(r.type, f16, f32), r).result
+            wide = arith.ExtFOp(with_element(r.type, f16, f32), r).result
         r.replace_all_uses_with(wide)
         wide.owner.operands[0] = r
     for op in stores:  # f32 registers rounded (already exact f16 values: canonicalize folds the pair) when written
         v = op.operands[0]
         with ir.InsertionPoint(op), op.location:
-            op.operands[0] = arith.TruncFOp(_with(v.type, f32, f16), v).result
+            op.operands[0] = arith.TruncFOp(with_element(v.type, f32, f16), v).result
     for op in extends:  # its operand is f32 now
         src, r = op.operands[0], op.results[0]
         if src.type == r.type:
@@ -112,7 +103,7 @@ def f16_registers_as_f32(gpu_module: ir.Operation) -> None:
             op.erase()
     for op in constants:
         r = op.results[0]
-        t = _with(r.type, f16, f32)
+        t = with_element(r.type, f16, f32)
         attr = op.attributes["value"]
         with ir.InsertionPoint(op), op.location:
             if isinstance(t, ir.VectorType):

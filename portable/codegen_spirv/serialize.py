@@ -57,8 +57,8 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         # devices accept: it needs Vulkan 1.3).
         profile = dict(profile, spirv_version="v1.6")
     caps = list(profile.get("spirv_caps", ["Shader"]))
-    f16_storage_only = bool(re.search(r"\bf16\b", gpu_module_asm)) and "Float16" not in caps and \
-        "StorageBuffer16BitAccess" in caps
+    f16_storage_only = bool(re.search(r"(?<!b)f16\b", gpu_module_asm)) and "Float16" not in caps and \
+        "StorageBuffer16BitAccess" in caps  # f16 (as in xf16, f16>), not bf16
     if f16_storage_only:
         # f16 buffers on a device without f16 arithmetic (Mali v9 under panvk): f16_storage.py.
         profile = dict(profile, spirv_caps=caps + ["Float16"])
@@ -125,7 +125,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             bf16_as_i16(gm.operation)
             if f16_storage_only:
                 f16_registers_as_f32(gm.operation)
-            if "Float64" not in caps and re.search(r"\bf64\b", str(gm)):
+            if "Float64" not in caps and re.search(r"f64\b", str(gm)):
                 raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")

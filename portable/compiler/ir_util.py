@@ -211,3 +211,45 @@ def _lane_multiple(v: ir.Value, lane: int, n: int, depth: int) -> bool:
         return _lane_multiple(a[0], lane, n, depth + 1) or _lane_multiple(a[1], lane, n, depth + 1)
     return False
 
+
+def nested_ops(op: ir.Operation) -> list[ir.Operation]:
+    """Every op nested in `op`, parents before their bodies; collected first, so that they can be replaced."""
+    found = []
+
+    def visit(o):
+        found.append(o.operation)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[1:]  # not op itself
+
+
+def retype_function(func_op: ir.Operation, ops: list[ir.Operation],
+                    convert: Callable[[ir.Type], ir.Type | None]) -> tuple[list, list]:
+    """`func_op`'s signature and the block arguments of it and of `ops` with `convert(t)` wherever that gives a
+    type; returns the converted input and result types (None where a type stayed)."""
+    ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
+    ins = [convert(t) for t in ftype.inputs]
+    outs = [convert(t) for t in ftype.results]
+    func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [n or t for n, t in zip(ins, ftype.inputs)], [n or t for n, t in zip(outs, ftype.results)]))
+    for holder in [func_op] + ops:
+        for region in holder.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    t = convert(arg.type)
+                    if t is not None:
+                        arg.set_type(t)
+    return ins, outs
+
+
+def with_element(t: ir.Type, old: ir.Type, new: ir.Type) -> ir.Type | None:
+    """`t` with element type `old` replaced by `new` (a scalar, a vector or a memref of either), None if `t`
+    holds no `old`."""
+    if t == old:
+        return new
+    if isinstance(t, ir.VectorType) and t.element_type == old:
+        return ir.VectorType.get(list(t.shape), new)
+    if isinstance(t, ir.MemRefType) and t.element_type == old:
+        return ir.MemRefType.get(list(t.shape), new, t.layout, t.memory_space)
+    return None

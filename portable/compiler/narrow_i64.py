@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
+from .ir_util import nested_ops, retype_function
 from .mlir import arith, ir
 
 _LIMITS = np.iinfo(np.int32)
@@ -69,34 +70,11 @@ def _constant(op: ir.Operation, new_type: ir.Type) -> None:
     op.erase()
 
 
-def _walk(func_op: ir.Operation) -> list[ir.Operation]:
-    """Every op nested in `func_op`, parents before their bodies; collected first so constants can be replaced."""
-    found = []
-
-    def visit(op):
-        found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    func_op.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found[1:]  # not func_op itself
-
-
 def demote_i64(func_op: ir.Operation) -> tuple[list[int], list[int]]:
     """Rewrite every i64 of `func_op` as i32; returns the positions of the arguments and of the results that were
     int64 (the runtime converts those)."""
-    ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
-    ins = [_narrow(t) for t in ftype.inputs]
-    outs = [_narrow(t) for t in ftype.results]
-    func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-        [n or t for n, t in zip(ins, ftype.inputs)], [n or t for n, t in zip(outs, ftype.results)]))
-    ops = _walk(func_op)
-    for holder in [func_op] + ops:
-        for region in holder.regions:
-            for block in region.blocks:
-                for arg in block.arguments:
-                    t = _narrow(arg.type)
-                    if t is not None:
-                        arg.set_type(t)
+    ops = nested_ops(func_op)
+    ins, outs = retype_function(func_op, ops, _narrow)
     same_width = []
     for op in ops:
         if op.name == "arith.constant":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
+from .ir_util import nested_ops, retype_function
 from .mlir import arith, ir, math
 
 
@@ -83,36 +84,15 @@ def _round_to_f16(x: ir.Value) -> ir.Value:
     return arith.SelectOp(big, inf, out).result  # NaN compares false everywhere: it stays NaN
 
 
-def _walk(func_op: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    func_op.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found[1:]
-
-
 def promote_f16(func_op: ir.Operation) -> tuple[list[int], list[int]] | None:
     """Rewrite every f16 of `func_op` as f32 (module docstring); returns the positions of the arguments and of
     the results that were float16 (the runtime converts those), or None where the function holds no f16."""
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
-    ops = _walk(func_op)
+    ops = nested_ops(func_op)
     if not any(_widen(v.type) for op in ops for v in list(op.results) + list(op.operands)) and \
             not any(_widen(t) for t in list(ftype.inputs) + list(ftype.results)):
         return None
-    ins = [_widen(t) for t in ftype.inputs]
-    outs = [_widen(t) for t in ftype.results]
-    func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-        [n or t for n, t in zip(ins, ftype.inputs)], [n or t for n, t in zip(outs, ftype.results)]))
-    for holder in [func_op] + ops:
-        for region in holder.regions:
-            for block in region.blocks:
-                for arg in block.arguments:
-                    t = _widen(arg.type)
-                    if t is not None:
-                        arg.set_type(t)
+    ins, outs = retype_function(func_op, ops, _widen)
     rounding, same = [], []
     for op in ops:
         if op.name == "arith.constant":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import traceback
 from pathlib import Path
@@ -356,9 +357,15 @@ def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:
                 if need and lim.get(need) is False:
                     why.append(f"kernel {k.name} needs SPIR-V capability {c} ({need}), the device lacks it")
                     return why
-    elif info.api == "opencl" and not lim.get("fp16"):
-        if any(k.opencl and "cl_khr_fp16" in k.opencl for k in exe.kernels):
+                if c == COOPERATIVE_MATRIX and not lim.get("cooperative_matrix"):
+                    why.append(f"kernel {k.name} multiplies on cooperative matrices, the device has none")
+                    return why
+    elif info.api == "opencl":
+        if not lim.get("fp16") and any(k.opencl and "cl_khr_fp16" in k.opencl for k in exe.kernels):
             why.append("kernels use half precision (cl_khr_fp16), the device lacks it")
+        if any(k.opencl and re.search(r"\basm\b", k.opencl) for k in exe.kernels) and \
+                "NVIDIA" not in f"{info.name} {info.driver}":
+            why.append("kernels hold inline PTX (the profile's opencl_asm), which only NVIDIA's OpenCL compiles")
     return why
 
 
