@@ -7,7 +7,8 @@ value into f32 while the buffer stays f16, and the loads it writes do not type-c
 convert-gpu-to-spirv (after arith-emulate-unsupported-floats computed every f16 op in f32, rounding to f16 after
 each, as the OpenCL path does without cl_khr_fp16):
 - every f16 value in registers (scalars, vectors, loop-carried values, constants) becomes f32 holding the same
-  number; private and workgroup arrays of f16 become f32 arrays;
+  number; private and workgroup arrays of f16 become f32 arrays (twice the bytes: arm-mali-valhall stages no
+  tiles in workgroup memory, so its strategies' sizes still hold);
 - a load from an f16 buffer is followed by an extf, a store into one is preceded by a truncf;
 - a truncf to f16 (a rounding step) becomes truncf then extf: the value stays f32, rounded.
 The conversion then runs with Float16 in its target so that the buffers keep their f16 type, and the serializer
