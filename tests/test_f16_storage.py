@@ -145,6 +145,7 @@ def test_roundings_to_f16_stay_exact(device, tmp_path):
     _, loaded = compile_and_load(ROUNDED, device, tmp_path, **_no_16bit_storage(device))
     x = np.array([1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 65504.0, 65519.0, 65520.0, -70000.0, 2.0 ** -24,
                   2.0 ** -25, 3 * 2.0 ** -25, 1e-10, -0.0, np.inf, np.nan, 0.1, 2049.0, 3.0e-5], np.float32)
+    x[12] = np.array(0x7FFFFFFF, np.uint32).view(np.float32)  # a NaN whose payload would carry into the sign
     h = np.array([1.5, 3.1, 200.0, 300.0, -0.01, 2.0 ** -8, 255.9, 0.333, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0,
                   29.0, 31.0], np.float16)
     r, s = loaded(x, h)

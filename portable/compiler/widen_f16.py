@@ -81,7 +81,9 @@ def _round_to_f16(x: ir.Value) -> ir.Value:
     inf = arith.SelectOp(arith.CmpFOp(arith.CmpFPredicate.OLT, x, _splat(0.0, t)).result, _splat(-np.inf, t),
                          _splat(np.inf, t)).result
     big = arith.CmpFOp(arith.CmpFPredicate.OGE, mag, _splat(65520.0, t)).result
-    return arith.SelectOp(big, inf, out).result  # NaN compares false everywhere: it stays NaN
+    finite = arith.SelectOp(big, inf, out).result
+    # A NaN stays itself (the integer rounding could carry a full payload into the sign bit).
+    return arith.SelectOp(arith.CmpFOp(arith.CmpFPredicate.UNO, x, x).result, x, finite).result
 
 
 def promote_f16(func_op: ir.Operation) -> tuple[list[int], list[int]] | None:
