@@ -174,7 +174,8 @@ def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
             # A thread with one output (a small matmul whose tiles shrank to fill the GPU) is a dot product:
             # its contract keeps the widened f32 operands, since upstream's lowering of a dot product takes no
             # mixed precision (an f16 33x100x70 matmul failed to compile for nvidia on both APIs).
-            one = all((t // n if n else t) <= 1 for t, n, it in zip(s.tile, s.threads, g.kind.iterators)
+            # (A tile of 0 is the whole loop in each thread: left as before, folded.)
+            one = all((t // n if n else t) == 1 for t, n, it in zip(s.tile, s.threads, g.kind.iterators)
                       if it == "parallel")
             register_accumulators(emit, cont, f"%kl{k}", fold_extensions=not one)
 
