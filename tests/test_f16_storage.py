@@ -210,3 +210,45 @@ def test_valhall_profile_compiles_f16_matmuls(m, k, n):
     assert 9 not in _caps(exe)
     for kernel in exe.kernels:
         validate(kernel.spirv)
+
+
+BF16 = """
+#id = affine_map<(i) -> (i)>
+func.func @main(%x: tensor<40xbf16>, %y: tensor<40xf32>) -> (tensor<40xbf16>, tensor<40xf32>) {
+  %e16 = tensor.empty() : tensor<40xbf16>
+  %e32 = tensor.empty() : tensor<40xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%x, %y : tensor<40xbf16>, tensor<40xf32>) outs(%e16 : tensor<40xbf16>) {
+  ^bb0(%a: bf16, %b: f32, %o: bf16):
+    %w = arith.extf %a : bf16 to f32
+    %m = arith.mulf %w, %b : f32
+    %t = arith.truncf %m : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<40xbf16>
+  %u = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<40xbf16>) outs(%e32 : tensor<40xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %w = arith.extf %a : bf16 to f32
+    linalg.yield %w : f32
+  } -> tensor<40xf32>
+  return %s, %u : tensor<40xbf16>, tensor<40xf32>
+}
+"""
+
+
+def test_bf16_without_int16_keeps_its_bits_in_storage(device, tmp_path):
+    """bf16 kernels hold the 16 bits as i16 (bf16_values.py); without Int16 (arm-mali-valhall) those bits stay
+    in storage and registers hold them zero-extended in an i32 (f16_storage.i16_registers_as_i32). Before, no
+    bf16 kernel compiled for that profile."""
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy's bfloat16 comes from ml_dtypes")
+    opts = _storage_only(device)
+    opts["spirv_caps"] = [c for c in opts["spirv_caps"] if c != "Int16"]
+    exe, loaded = compile_and_load(BF16, device, tmp_path, **opts)
+    assert not _caps(exe) & {9, 22}  # no Float16, no Int16
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(40).astype(ml_dtypes.bfloat16)
+    y = rng.standard_normal(40).astype(np.float32)
+    s, u = loaded(x, y)
+    np.testing.assert_array_equal(u, x.astype(np.float32))
+    np.testing.assert_array_equal(s, (x.astype(np.float32) * y).astype(ml_dtypes.bfloat16))
+    loaded.close()

@@ -13,6 +13,10 @@ each, as the OpenCL path does without cl_khr_fp16):
 - a truncf to f16 (a rounding step) becomes truncf then extf: the value stays f32, rounded.
 The conversion then runs with Float16 in its target so that the buffers keep their f16 type, and the serializer
 drops the capability from the binary: spirv-val checks that no other use of f16 remains.
+
+bf16 kernels, which hold bf16 as i16 bits (bf16_values.py), get the same treatment without Int16
+(`i16_registers_as_i32`): the bits zero-extended in i32 registers, only moved, stored and extended there.
+int16 tensors themselves (arithmetic on i16) still need Int16.
 """
 
 from __future__ import annotations
@@ -41,80 +45,136 @@ def f16_registers_as_f32(gpu_module: ir.Operation) -> None:
     """Rewrite the module's kernels so that f16 stays in storage buffers only (module docstring). Raises
     CompileError on an op that would still compute on f16 (the emulation passes must have run)."""
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
+
+    def constant(attr: ir.Attribute, t: ir.Type) -> ir.Attribute:
+        if isinstance(t, ir.VectorType):
+            dense = ir.DenseFPElementsAttr(attr)
+            if not dense.is_splat:
+                raise CompileError("a non-splat f16 vector constant on a device without f16 arithmetic", stage="spirv")
+            return ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(f32, dense.get_splat_value().value))
+        return ir.FloatAttr.get(f32, ir.FloatAttr(attr).value)
+
+    _registers_widened(gpu_module, f16, f32, "arith.extf", "arith.truncf", arith.ExtFOp, arith.TruncFOp, constant,
+                       "f16 arithmetic")
+
+
+def i16_registers_as_i32(gpu_module: ir.Operation) -> None:
+    """The same for 16-bit integers on a device with 16-bit storage but no Int16 (bf16 kernels hold their values
+    as i16 bits, codegen_spirv/bf16_values.py): registers hold the 16 bits zero-extended in an i32, a zero
+    extension from i16 is the value itself and a truncation to i16 a mask. Arithmetic on i16 stays an error."""
+    i16, i32 = ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
+
+    def constant(attr: ir.Attribute, t: ir.Type) -> ir.Attribute:
+        if isinstance(t, ir.VectorType):
+            dense = ir.DenseIntElementsAttr(attr)
+            if not dense.is_splat:
+                raise CompileError("a non-splat i16 vector constant on a device without Int16", stage="spirv")
+            return ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(i32, dense.get_splat_value().value & 0xFFFF))
+        return ir.IntegerAttr.get(i32, ir.IntegerAttr(attr).value & 0xFFFF)
+
+    def mask(t: ir.Type, v: ir.Value) -> arith.AndIOp:  # a truncation to 16 bits, kept in 32
+        if isinstance(v.type, ir.VectorType):
+            m = arith.ConstantOp(v.type, ir.DenseElementsAttr.get_splat(v.type, ir.IntegerAttr.get(i32, 0xFFFF)))
+        else:
+            m = arith.ConstantOp(i32, ir.IntegerAttr.get(i32, 0xFFFF))
+        return arith.AndIOp(v, m.result)
+
+    _registers_widened(gpu_module, i16, i32, "arith.extui", "arith.trunci", arith.ExtUIOp, arith.TruncIOp, constant,
+                       "int16 arithmetic", rounding=mask, only_moved=True)
+
+
+def _registers_widened(gpu_module: ir.Operation, narrow: ir.Type, wide: ir.Type, ext_name: str, trunc_name: str,
+                       ext_op, trunc_op, constant, what: str, rounding=None, only_moved: bool = False) -> None:
+    """`narrow` values live in storage buffers only; registers hold them as `wide` (module docstring). Loads
+    are followed by `ext_op`, stores preceded by `trunc_op`; `ext_name` ops from `narrow` become their operand,
+    `trunc_name` ops to `narrow` are kept and widened back (or, with `rounding`, replaced by what it builds).
+    `only_moved`: a widened register may only be moved, stored or extended (a zero-extended i16 read by a signed
+    op would be a different number), else CompileError."""
     loads, stores, truncs, extends, constants = [], [], [], [], []
+    widened: set = set()  # registers retyped so far (only_moved)
 
     def visit(op):
         op = op.operation
         for region in op.regions:
             for block in region.blocks:
                 for arg in block.arguments:
-                    nt = with_element(arg.type, f16, f32)
+                    nt = with_element(arg.type, narrow, wide)
                     if nt is not None and not _storage_buffer(arg.type):
                         arg.set_type(nt)
+                        widened.add(arg)
         name = op.name
-        if name in _LOADS and _storage_buffer(op.operands[0].type) and op.operands[0].type.element_type == f16:
+        if name.startswith("arith.ext") and name != ext_name and op.operands[0].type == op.results[0].type:
+            raise CompileError(f"'{name}' from {narrow}: the device has 16-bit storage but no {what}", stage="spirv")
+        if name in _LOADS and _storage_buffer(op.operands[0].type) and op.operands[0].type.element_type == narrow:
             loads.append(op)
             return ir.WalkResult.ADVANCE
-        if name in _STORES and _storage_buffer(op.operands[1].type) and op.operands[1].type.element_type == f16:
+        if name in _STORES and _storage_buffer(op.operands[1].type) and op.operands[1].type.element_type == narrow:
             stores.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.truncf" and with_element(op.results[0].type, f16, f32) is not None:
+        if name == trunc_name and with_element(op.results[0].type, narrow, wide) is not None:
             truncs.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.extf" and with_element(op.operands[0].type, f16, f32) is not None:
+        if name == ext_name and with_element(op.operands[0].type, narrow, wide) is not None:
             extends.append(op)
             return ir.WalkResult.ADVANCE
-        if name == "arith.constant" and with_element(op.results[0].type, f16, f32) is not None:
+        if name == "arith.constant" and with_element(op.results[0].type, narrow, wide) is not None:
             constants.append(op)
             return ir.WalkResult.ADVANCE
-        touched = [r for r in op.results if with_element(r.type, f16, f32) is not None]
+        touched = [r for r in op.results if with_element(r.type, narrow, wide) is not None]
         if name == "gpu.func" or name == "gpu.return":
             return ir.WalkResult.ADVANCE
-        reads = any(with_element(v.type, f16, f32) is not None and not _storage_buffer(v.type) for v in op.operands)
+        if only_moved and name not in _MOVES and name not in _STORES and name not in (ext_name, trunc_name) and \
+                any(v in widened for v in op.operands):
+            raise CompileError(f"'{name}' reads {narrow} bits: the device has 16-bit storage but no {what}",
+                               stage="spirv")
+        reads = any(with_element(v.type, narrow, wide) is not None and not _storage_buffer(v.type)
+                    for v in op.operands)
         if touched or reads:
             if name not in _MOVES and name not in _LOADS and name not in _STORES:
-                raise CompileError(f"f16 left on '{name}' after f16 emulation (the device has 16-bit storage but "
-                                   "no f16 arithmetic)", stage="spirv")
+                raise CompileError(f"{narrow} left on '{name}': the device has 16-bit storage but no {what}",
+                                   stage="spirv")
         for r in touched:
             if not _storage_buffer(r.type):
-                r.set_type(with_element(r.type, f16, f32))
+                r.set_type(with_element(r.type, narrow, wide))
+                widened.add(r)
         return ir.WalkResult.ADVANCE
 
     gpu_module.walk(visit, ir.WalkOrder.PRE_ORDER)
-    for op in loads:  # f16 from the buffer, widened where it is read
+    for op in loads:  # from the buffer, widened where it is read
         r = op.results[0]
         with ir.InsertionPoint.after(op), op.location:
-            wide = arith.ExtFOp(with_element(r.type, f16, f32), r).result
-        r.replace_all_uses_with(wide)
-        wide.owner.operands[0] = r  # replace_all_uses_with redirected the extf's own operand too
-    for op in truncs:  # a rounding step: to f16 and back, the value stays in an f32 register
+            widened = ext_op(with_element(r.type, narrow, wide), r).result
+        r.replace_all_uses_with(widened)
+        widened.owner.operands[0] = r  # replace_all_uses_with redirected the extension's own operand too
+    for op in truncs:  # a rounding (or truncating) step; the value stays in a wide register
         r = op.results[0]
+        if rounding is not None:
+            with ir.InsertionPoint(op), op.location:
+                kept = rounding(r.type, op.operands[0]).result
+            r.replace_all_uses_with(kept)
+            op.erase()
+            continue
         with ir.InsertionPoint.after(op), op.location:
-            wide = arith.ExtFOp(with_element(r.type, f16, f32), r).result
-        r.replace_all_uses_with(wide)
-        wide.owner.operands[0] = r
-    for op in stores:  # f32 registers rounded (already exact f16 values: canonicalize folds the pair) when written
+            widened = ext_op(with_element(r.type, narrow, wide), r).result
+        r.replace_all_uses_with(widened)
+        widened.owner.operands[0] = r
+    for op in stores:  # wide registers narrowed (already exact: canonicalize folds such pairs) where written
         v = op.operands[0]
+        if v.type == narrow or (isinstance(v.type, ir.VectorType) and v.type.element_type == narrow):
+            # A constant written as it is: SPIR-V has no 16-bit constant without the arithmetic capability.
+            raise CompileError(f"a {narrow} constant stored to a buffer on a device with 16-bit storage but no {what}",
+                               stage="spirv")
         with ir.InsertionPoint(op), op.location:
-            op.operands[0] = arith.TruncFOp(with_element(v.type, f32, f16), v).result
-    for op in extends:  # its operand is f32 now
+            op.operands[0] = trunc_op(with_element(v.type, wide, narrow), v).result
+    for op in extends:  # its operand is wide now
         src, r = op.operands[0], op.results[0]
         if src.type == r.type:
             r.replace_all_uses_with(src)
             op.erase()
     for op in constants:
         r = op.results[0]
-        t = with_element(r.type, f16, f32)
-        attr = op.attributes["value"]
+        t = with_element(r.type, narrow, wide)
         with ir.InsertionPoint(op), op.location:
-            if isinstance(t, ir.VectorType):
-                dense = ir.DenseFPElementsAttr(attr)
-                if not dense.is_splat:
-                    raise CompileError("a non-splat f16 vector constant on a device without f16 arithmetic",
-                                       stage="spirv")
-                value = ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(f32, dense.get_splat_value().value))
-            else:
-                value = ir.FloatAttr.get(f32, ir.FloatAttr(attr).value)
-            new = arith.ConstantOp(t, value).result
+            new = arith.ConstantOp(t, constant(op.attributes["value"], t)).result
         r.replace_all_uses_with(new)
         op.erase()

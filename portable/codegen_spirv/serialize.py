@@ -13,7 +13,7 @@ from ..compiler.patterns import apply_patterns
 from ..errors import CompileError, UnsupportedOp
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
-from .f16_storage import f16_registers_as_f32
+from .f16_storage import f16_registers_as_f32, i16_registers_as_i32
 from .math_ops import (
     accurate_log1p_expm1,
     accurate_tanh,
@@ -62,6 +62,11 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
     if f16_storage_only:
         # f16 buffers on a device without f16 arithmetic (Mali v9 under panvk): f16_storage.py.
         profile = dict(profile, spirv_caps=caps + ["Float16"])
+    # bf16 kernels hold i16 bits (bf16_values.py); without Int16 those stay in storage too (f16_storage.py).
+    i16_storage_only = bool(re.search(r"bf16\b", gpu_module_asm)) and "Int16" not in caps and \
+        "StorageBuffer16BitAccess" in caps
+    if i16_storage_only:
+        profile = dict(profile, spirv_caps=list(profile["spirv_caps"]) + ["Int16"])
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
@@ -125,6 +130,8 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             bf16_as_i16(gm.operation)
             if f16_storage_only:
                 f16_registers_as_f32(gm.operation)
+            if i16_storage_only:
+                i16_registers_as_i32(gm.operation)
             if "Float64" not in caps and re.search(r"f64\b", str(gm)):
                 raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
@@ -155,10 +162,12 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
         objects = ir.ArrayAttr(binary.attributes["objects"])
         spirv = bytes(gpu.ObjectAttr(objects[0]).object)
-        return _drop_capability(spirv, FLOAT16) if f16_storage_only else spirv
+        if f16_storage_only:
+            spirv = _drop_capability(spirv, FLOAT16)
+        return _drop_capability(spirv, INT16) if i16_storage_only else spirv
 
 
-FLOAT16 = 9  # the Float16 capability's operand
+FLOAT16, INT16 = 9, 22  # the Float16 and Int16 capabilities' operands
 
 
 def _drop_capability(spirv: bytes, cap: int) -> bytes:
