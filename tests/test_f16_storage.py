@@ -252,3 +252,28 @@ def test_bf16_without_int16_keeps_its_bits_in_storage(device, tmp_path):
     np.testing.assert_array_equal(u, x.astype(np.float32))
     np.testing.assert_array_equal(s, (x.astype(np.float32) * y).astype(ml_dtypes.bfloat16))
     loaded.close()
+
+
+I16 = """
+#id = affine_map<(i) -> (i)>
+func.func @main(%x: tensor<8xi16>) -> tensor<8xi16> {
+  %e = tensor.empty() : tensor<8xi16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xi16>) outs(%e : tensor<8xi16>) {
+  ^bb0(%a: i16, %o: i16):
+    %m = arith.addi %a, %a : i16
+    linalg.yield %m : i16
+  } -> tensor<8xi16>
+  return %r : tensor<8xi16>
+}
+"""
+
+
+def test_int16_arithmetic_without_shader_int16_is_a_clear_error():
+    """arm-mali-valhall has 16-bit storage but no Int16: int16 arithmetic there was a SPIR-V legalization dump."""
+    from portable.compiler.pipeline import compile_module
+    from portable.errors import UnsupportedOp
+
+    with pytest.raises(UnsupportedOp, match="no 16-bit integers.*shaderInt16"):
+        compile_module(I16, profiles.codegen_options(profiles.all_profiles()["arm-mali-valhall"]), ("vulkan",))
+    assert compile_module(I16, profiles.codegen_options(profiles.all_profiles()["arm-mali-valhall"]), ("opencl",))

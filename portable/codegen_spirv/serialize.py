@@ -67,6 +67,11 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         "StorageBuffer16BitAccess" in caps
     if i16_storage_only:
         profile = dict(profile, spirv_caps=list(profile["spirv_caps"]) + ["Int16"])
+    elif "Int16" not in caps and "StorageBuffer16BitAccess" in caps and re.search(r"i16\b", gpu_module_asm):
+        # Upstream's conversion then reads i16 registers as i32 against i16 buffers (a legalization failure).
+        raise UnsupportedOp("int16 values in a kernel for a Vulkan target with 16-bit storage but no 16-bit integers "
+                            "(its profile or device lacks shaderInt16): compute in int32, or compile for OpenCL or a "
+                            "device with shaderInt16")
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
