@@ -57,21 +57,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         # devices accept: it needs Vulkan 1.3).
         profile = dict(profile, spirv_version="v1.6")
     caps = list(profile.get("spirv_caps", ["Shader"]))
-    f16_storage_only = bool(re.search(r"(?<!b)f16\b", gpu_module_asm)) and "Float16" not in caps and \
-        "StorageBuffer16BitAccess" in caps  # f16 (as in xf16, f16>), not bf16
-    if f16_storage_only:
-        # f16 buffers on a device without f16 arithmetic (Mali v9 under panvk): f16_storage.py.
-        profile = dict(profile, spirv_caps=caps + ["Float16"])
-    # bf16 kernels hold i16 bits (bf16_values.py); without Int16 those stay in storage too (f16_storage.py).
-    i16_storage_only = bool(re.search(r"bf16\b", gpu_module_asm)) and "Int16" not in caps and \
-        "StorageBuffer16BitAccess" in caps
-    if i16_storage_only:
-        profile = dict(profile, spirv_caps=list(profile["spirv_caps"]) + ["Int16"])
-    elif "Int16" not in caps and "StorageBuffer16BitAccess" in caps and re.search(r"i16\b", gpu_module_asm):
-        # Upstream's conversion then reads i16 registers as i32 against i16 buffers (a legalization failure).
-        raise UnsupportedOp("int16 values in a kernel for a Vulkan target with 16-bit storage but no 16-bit integers "
-                            "(its profile or device lacks shaderInt16): compute in int32, or compile for OpenCL or a "
-                            "device with shaderInt16")
+    f16_storage_only, i16_storage_only = _storage_only_types(gpu_module_asm, caps)
+    # The conversion needs the narrow types in its target to keep them on the buffers; the capabilities leave the
+    # binary after it (f16_storage.py).
+    profile = dict(profile, spirv_caps=caps + ["Float16"] * f16_storage_only + ["Int16"] * i16_storage_only)
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
@@ -137,7 +126,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                 f16_registers_as_f32(gm.operation)
             if i16_storage_only:
                 i16_registers_as_i32(gm.operation)
-            if "Float64" not in caps and re.search(r"f64\b", str(gm)):
+            if "Float64" not in caps and re.search(r"f64\b", str(gm)):  # what the math passes left in f64
                 raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")
@@ -173,6 +162,21 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
 
 
 FLOAT16, INT16 = 9, 22  # the Float16 and Int16 capabilities' operands
+
+
+def _storage_only_types(asm: str, caps: list[str]) -> tuple[bool, bool]:
+    """(f16, i16) that this kernel holds in 16-bit storage only, computing on them in 32-bit registers
+    (f16_storage.py): f16 without Float16 (Mali v9 under panvk), and the i16 bits of bf16 (bf16_values.py)
+    without Int16. int16 arithmetic without Int16 is a clear error here, before any conversion."""
+    storage16 = "StorageBuffer16BitAccess" in caps
+    f16 = storage16 and "Float16" not in caps and bool(re.search(r"(?<!b)f16\b", asm))  # xf16, f16>; not bf16
+    i16 = storage16 and "Int16" not in caps and bool(re.search(r"bf16\b", asm))
+    if storage16 and not i16 and "Int16" not in caps and re.search(r"i16\b", asm):
+        # Upstream's conversion would read i16 registers as i32 against i16 buffers (a legalization failure).
+        raise UnsupportedOp("int16 values in a kernel for a Vulkan target with 16-bit storage but no 16-bit integers "
+                            "(its profile or device lacks shaderInt16): compute in int32, or compile for OpenCL or a "
+                            "device with shaderInt16")
+    return f16, i16
 
 
 def _drop_capability(spirv: bytes, cap: int) -> bytes:
