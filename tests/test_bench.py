@@ -166,3 +166,44 @@ def test_targets_section_marks_misses_with_their_reasons():
     slow = rows[("matmul within 3x of numpy", "matmul_1024_f32")]
     assert "0.20x numpy" in slow and "**no**" in slow and "no reason recorded" in slow
     assert targets.section(result, dict(dev, profile="generic"), report.index(result), report._ms, where) == []
+
+
+def test_bandwidth_miss_states_the_floor_this_runs_copies_fit():
+    """A bandwidth target missed on the H200 profile states the floor this run's pure streams (scale, add) put
+    under the workload's bytes, t = fixed + bytes / rate by least squares, and how far above it the kernel is;
+    a fit that is not physical (a negative fixed time) gives no floor."""
+    from portable.bench import report, targets
+
+    mib = 2 ** 20
+    ws = {"scale_4096": {"family": "scale", "bytes": 128 * mib, "bound": "memory"},
+          "add_64Mi": {"family": "add", "bytes": 768 * mib, "bound": "memory"},
+          "softmax_4096": {"family": "softmax", "bytes": 128 * mib, "bound": "memory"}}
+
+    def rec(peer, device, wid, ms):
+        return {"peer": peer, "device": device, "size_class": "gpu", "workload": wid, "status": "ok",
+                "device_ms": {"median_ms": ms}, "kernel_ms": {"median_ms": ms}}
+
+    def copy_ms(nbytes, fixed_ms=0.005, rate=4.4e9):  # rate in bytes per ms: 4.4 TB/s
+        return fixed_ms + nbytes / rate
+
+    dev = {"uri": "vulkan:0", "profile": "nvidia", "size_class": "gpu", "name": "NVIDIA H200"}
+    runs = [rec("portable", "vulkan:0", "scale_4096", copy_ms(128 * mib)),
+            rec("portable", "vulkan:0", "add_64Mi", copy_ms(768 * mib)),
+            rec("portable", "vulkan:0", "softmax_4096", 1.1 * copy_ms(128 * mib)),
+            rec("torch", "torch", "scale_4096", copy_ms(128 * mib)),
+            rec("torch", "torch", "add_64Mi", copy_ms(768 * mib))]
+    result = {"workloads": {"gpu": ws}, "results": runs}
+    fixed, rate, fitted = targets.stream_floor(result, dev, report.index(result), report._ms, "kernel_ms")
+    assert fixed == pytest.approx(0.005) and rate == pytest.approx(4.4e9) and fitted == ["add_64Mi", "scale_4096"]
+    rows = targets.section(result, dev, report.index(result), report._ms, {"torch": "torch"})
+    soft = next(r for r in rows if "| softmax_4096 |" in r)
+    floor_pct = 100 * 128 * mib / (copy_ms(128 * mib) / 1e3) / 4.8e12
+    assert "**no**" in soft and "t = 5.0 us + bytes / 4.40 TB/s" in soft
+    assert f"{floor_pct:.1f}% of peak at best" in soft
+    assert "this kernel 1.10x that" in soft and "PyTorch's copies take 1.00x / 1.00x these times" in soft
+
+    runs[0]["kernel_ms"]["median_ms"] = 0.001  # fixed time below zero on the line through both: no floor
+    assert targets.stream_floor(result, dev, report.index(result), report._ms, "kernel_ms") is None
+    rows = targets.section(result, dev, report.index(result), report._ms, {})
+    soft = next(r for r in rows if "| softmax_4096 |" in r)
+    assert "at best" not in soft and "scale_4096 in this run" in soft

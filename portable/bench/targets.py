@@ -46,9 +46,12 @@ RULES: dict[str, list[Rule]] = {
 }
 
 STREAM_WORKLOAD = "scale_4096"
+# Pure streams (one elementwise op per element): their times over two or more sizes give the device's streaming
+# floor, t = fixed + bytes / rate, that any kernel moving the same bytes is held against (stream_floor).
+STREAM_FAMILIES = ("scale", "add")
 _STREAM = ("one read of each input and one write of the output per element (PORTABLE_DUMP: one workgroup per row, "
-           "the row held in registers between the reductions); scale_4096, a scaled copy of 128 MiB, is the "
-           "streaming rate it is held against")
+           "the row held in registers between the reductions); a copy of the same bytes is the floor it is held "
+           "against")
 # (profile, workload pattern) -> why the target is missed, from the generated code.
 REASONS: dict[tuple[str, str], str] = {
     ("nvidia", "softmax_*"): _STREAM,
@@ -97,20 +100,56 @@ def section(result: dict, dev: dict, idx: dict, ms, where: dict) -> list[str]:
                 continue
             shown = f"{100 * fig:.1f}% ({key})" if rule.peer == "peak" else f"{fig:.2f}x {rule.peer} ({key})"
             met = fig >= rule.at_least
-            why = "" if met else _reason(dev["profile"], wid) + _context(result, dev, idx, ms, rule, wid, key)
+            why = "" if met else _reason(dev["profile"], wid) + _context(result, dev, idx, ms, rule, wid, key, where)
             lines.append(f"| {rule.what} | {wid} | {shown} | {'yes' if met else '**no**'} | {why} |")
     return lines
 
 
-def _context(result: dict, dev: dict, idx: dict, ms, rule: Rule, wid: str, key: str) -> str:
-    """This run's figures that bear on a miss: the streaming workload's fraction of peak beside a bandwidth
-    target, the kernel alone (back to back) beside a device-only time."""
+def stream_floor(result: dict, dev: dict, idx: dict, ms, key: str) -> tuple[float, float, list[str]] | None:
+    """(fixed ms, bytes per ms, workloads fitted): the least-squares line t = fixed + bytes / rate through this
+    run's pure streams on `dev` (STREAM_FAMILIES, portable's kernels), where two or more sizes ran and the fit
+    is physical (fixed >= 0, rate > 0). A kernel that moves N bytes cannot beat the copies' fixed + N / rate."""
+    sc = dev["size_class"]
+    pts = []
+    for wid, w in result["workloads"].get(sc, {}).items():
+        t = ms(idx.get(("portable", dev["uri"], sc, wid)), key)
+        if w.get("family") in STREAM_FAMILIES and t:
+            pts.append((float(w["bytes"]), t, wid))
+    if len({b for b, _, _ in pts}) < 2:
+        return None
+    n = len(pts)
+    mb, mt = sum(b for b, _, _ in pts) / n, sum(t for _, t, _ in pts) / n
+    slope = sum((b - mb) * (t - mt) for b, t, _ in pts) / sum((b - mb) ** 2 for b, _, _ in pts)
+    fixed = mt - slope * mb
+    if slope <= 0 or fixed < 0:
+        return None
+    return fixed, 1 / slope, sorted(wid for _, _, wid in pts)
+
+
+def _context(result: dict, dev: dict, idx: dict, ms, rule: Rule, wid: str, key: str, where: dict) -> str:
+    """This run's figures that bear on a miss: beside a bandwidth target, the floor this run's copies put under
+    the workload's bytes (stream_floor; else the streaming workload's fraction of peak), with PyTorch's copies
+    against ours where it ran; beside a device-only time, the kernel alone (back to back)."""
     sc = dev["size_class"]
     notes = []
-    ref = result["workloads"].get(sc, {}).get(STREAM_WORKLOAD)
-    ref_ms = ms(idx.get(("portable", dev["uri"], sc, STREAM_WORKLOAD)), key)
-    if rule.peer == "peak" and ref and ref_ms and wid != STREAM_WORKLOAD:
-        f = fraction_of_peak(dev["name"], ref, ref_ms / 1e3)
+    ws = result["workloads"].get(sc, {})
+    fit = stream_floor(result, dev, idx, ms, key) if rule.peer == "peak" and wid in ws else None
+    best = fraction_of_peak(dev["name"], ws[wid], (fit[0] + ws[wid]["bytes"] / fit[1]) / 1e3) if fit else None
+    if best is not None:
+        fixed, rate, fitted = fit
+        floor_ms = fixed + ws[wid]["bytes"] / rate
+        mine = ms(idx.get(("portable", dev["uri"], sc, wid)), key)
+        notes.append(f"this run's copies ({', '.join(fitted)}) fit t = {1e3 * fixed:.1f} us + bytes / "
+                     f"{rate / 1e9:.2f} TB/s: for these {ws[wid]['bytes'] / 2**20:.0f} MiB at least "
+                     f"{1e3 * floor_ms:.1f} us, {100 * best:.1f}% of peak at best; this kernel {mine / floor_ms:.2f}x "
+                     "that")
+        theirs = [(ms(idx.get(("torch", where.get("torch"), sc, f)), key),
+                   ms(idx.get(("portable", dev["uri"], sc, f)), key)) for f in fitted]
+        if where.get("torch") and all(t and m for t, m in theirs):
+            notes.append("PyTorch's copies take " + " / ".join(f"{t / m:.2f}x" for t, m in theirs) + " these times")
+    elif rule.peer == "peak" and wid != STREAM_WORKLOAD and STREAM_WORKLOAD in ws:
+        ref_ms = ms(idx.get(("portable", dev["uri"], sc, STREAM_WORKLOAD)), key)
+        f = fraction_of_peak(dev["name"], ws[STREAM_WORKLOAD], ref_ms / 1e3) if ref_ms else None
         if f is not None:
             notes.append(f"{STREAM_WORKLOAD} in this run: {100 * f:.1f}%")
     alone = ms(idx.get(("portable", dev["uri"], sc, wid)), "kernel_ms")
