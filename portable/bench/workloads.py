@@ -66,6 +66,8 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
                           "float32"),
     # A scaled copy of softmax_4096's bytes: what streaming alone reaches on the device, for the row workloads.
     "scale_4096": ("scale", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
+    # The same copy at 4x the bytes: with add_64Mi, three sizes for the streaming floor (bench/targets.py).
+    "scale_8192": ("scale", {"gpu": _rc(8192, 8192), "cpu": _rc(2048, 2048), "tiny": _rc(64, 128)}, "float32"),
     "ew_chain_16Mi": ("ew_chain", {"gpu": _rc(4096, 4096), "cpu": _rc(1024, 1024), "tiny": _rc(64, 64)}, "float32"),
     "add_64Mi": ("add", {"gpu": {"n": 64 << 20}, "cpu": {"n": 4 << 20}, "tiny": {"n": 4096}}, "float32"),
 }
