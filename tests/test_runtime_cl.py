@@ -325,3 +325,77 @@ def test_runtime_never_imports_mlir() -> None:
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch_mlir', 'mlir', 'torch')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+class _StubCommandBufferApi:
+    """cl_khr_command_buffer entry points that report the buffer pending for the first `pending` enqueues."""
+
+    def __init__(self, capabilities: int, pending: int):
+        self.capabilities, self.pending, self.calls, self.created_with = capabilities, pending, 0, None
+
+    def create(self, n, queues, props, err):
+        self.created_with = props
+        return 1
+
+    def enqueue(self, n, queues, handle, n_wait, events, out):
+        self.calls += 1
+        return -59 if self.calls <= self.pending else 0
+
+
+class _Queue:
+    int_ptr = 0
+
+
+@pytest.mark.parametrize("capabilities,pending,calls,fails", [
+    (0, 3, 4, False),  # no simultaneous use: a buffer still pending after its run's wait is retried
+    (0, 10 ** 9, None, True),  # pending past PENDING_RETRY_S: the driver's status, not a hang
+    (1 << 2, 1, 1, True),  # created for simultaneous use: CL_INVALID_OPERATION means something else, no retry
+])
+def test_command_buffer_enqueue_outlasts_a_driver_that_marks_it_executable_late(monkeypatch, capabilities, pending,
+                                                                                calls, fails) -> None:
+    """PoCL marks a command buffer executable again in a callback of its run's event, which may come after the
+    wait for that event returned: the next enqueue then finds it pending (CL_INVALID_OPERATION, once in ~250k
+    runs on a loaded host). Buffers are created for simultaneous use where the device allows it; elsewhere the
+    enqueue retries for a bounded time."""
+    from portable.runtime_cl import cmdbuf
+
+    monkeypatch.setattr(cmdbuf, "PENDING_RETRY_S", 0.05)
+    monkeypatch.setattr(cmdbuf.cl.Event, "from_int_ptr", staticmethod(lambda ptr, retain: "event"))
+    api = _StubCommandBufferApi(capabilities, pending)
+    buf = cmdbuf.CommandBuffer(api, _Queue())
+    assert (api.created_with is not None) == bool(capabilities & cmdbuf.CAP_SIMULTANEOUS_USE)
+    if fails:
+        with pytest.raises(cmdbuf.CommandBufferError, match="status -59"):
+            buf.enqueue([])
+    else:
+        assert buf.enqueue([]) == "event"
+    if calls is not None:
+        assert api.calls == calls
+
+
+def test_command_buffers_run_back_to_back(index: int, cache: Path) -> None:
+    """On a device with cl_khr_command_buffer, one recorded plan enqueued many times in a row, each run waited
+    for, never finds its buffer pending; buffers are made for simultaneous use where the device offers it."""
+    import portable
+    from portable.runtime_cl import cmdbuf
+
+    dev = DEVICES[index]
+    g = portable.Graph()
+    a = g.input((256,))
+    g.output(g.add(a, a))
+    exe = portable.compile(g, device=dev.uri)
+    from portable.bench.peers.portable_peer import DeviceOnly
+
+    x = np.arange(256, dtype=np.float32)
+    run = DeviceOnly(exe.executable, exe.device.backend, [x])
+    try:
+        if run.mode != "opencl-command-buffer":
+            pytest.skip(f"{dev.uri}: no cl_khr_command_buffer ({run.mode})")
+        buf = run.recording._cmdbuf
+        assert buf._simultaneous == bool(buf._api.capabilities & cmdbuf.CAP_SIMULTANEOUS_USE)
+        for _ in range(3000):
+            run.run()
+        np.testing.assert_array_equal(run.result(), 2 * x)
+    finally:
+        run.close()
+        exe.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,11 @@ from .clapi import cl
 EXTENSION = "cl_khr_command_buffer"
 _CAPABILITIES = 0x12A9  # CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR
 CAP_OUT_OF_ORDER = 1 << 3  # CL_COMMAND_BUFFER_CAPABILITY_OUT_OF_ORDER_KHR
+CAP_SIMULTANEOUS_USE = 1 << 2  # CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR
+_FLAGS, _SIMULTANEOUS_USE = 0x1293, 1 << 0  # CL_COMMAND_BUFFER_FLAGS_KHR, CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR
+_INVALID_OPERATION = -59
+# How long an enqueue retries a buffer the driver still holds pending after its run's event completed.
+PENDING_RETRY_S = 1.0
 
 _vp, _u32, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
 _size_p = ctypes.POINTER(ctypes.c_size_t)
@@ -90,14 +96,23 @@ class CommandBufferApi:
 
 
 class CommandBuffer:
-    """One finalized command buffer of NDRange commands on `queue`; enqueue() runs it (one run at a time)."""
+    """One finalized command buffer of NDRange commands on `queue`; enqueue() runs it (one run at a time).
+
+    A driver may mark the buffer executable again only in a callback of its run's completion event, after a wait
+    on that event has returned (PoCL 3.1 does), so the next enqueue can find it still pending and fail with
+    CL_INVALID_OPERATION (seen once in ~250k runs on a loaded 2-core host). The caller already runs one at a time,
+    so the buffer is created for simultaneous use where the device allows it, and otherwise an enqueue that finds
+    it pending retries for up to PENDING_RETRY_S."""
 
     def __init__(self, api: CommandBufferApi, queue: Any):
         self._api = api
         self._queue = queue
         err = _i32(0)
         queues = (_vp * 1)(queue.int_ptr)
-        self.handle = api.create(1, queues, None, ctypes.byref(err))
+        self._simultaneous = bool(api.capabilities & CAP_SIMULTANEOUS_USE)
+        self._props = (ctypes.c_uint64 * 3)(_FLAGS, _SIMULTANEOUS_USE, 0) if self._simultaneous else None
+        self.handle = api.create(1, queues, ctypes.cast(self._props, _vp) if self._props else None,
+                                 ctypes.byref(err))
         _check(err.value, "clCreateCommandBufferKHR")
         self._keep: list[Any] = []  # kernels and argument arrays the recorded commands refer to
 
@@ -120,8 +135,16 @@ class CommandBuffer:
         """Run the recorded commands after the events `wait_for`; the pyopencl Event of the run."""
         events = (_vp * len(wait_for))(*(e.int_ptr for e in wait_for)) if wait_for else None
         out = _vp(0)
-        _check(self._api.enqueue(0, None, self.handle, len(wait_for), events, ctypes.byref(out)),
-               "clEnqueueCommandBufferKHR")
+        deadline = None
+        while True:
+            code = self._api.enqueue(0, None, self.handle, len(wait_for), events, ctypes.byref(out))
+            if code != _INVALID_OPERATION or self._simultaneous:
+                break
+            deadline = deadline or time.monotonic() + PENDING_RETRY_S
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0)
+        _check(code, "clEnqueueCommandBufferKHR")
         return cl.Event.from_int_ptr(out.value, retain=False)
 
     def close(self) -> None:
