@@ -67,6 +67,10 @@ REASONS: dict[tuple[str, str], str] = {
     ("pocl", "scale_*"): _HOST_STREAM,
     ("lavapipe", "add_*"): _LAVAPIPE_STREAM,
     ("lavapipe", "scale_*"): _LAVAPIPE_STREAM,
+    ("lavapipe", "ew_chain_*"): "a stream of three buffers, as for add: per 32 outputs a thread makes 13 accesses of "
+                                "vector<4xi64> (52 element accesses; the bias row read once for its 4 rows), IREE's "
+                                "kernel 128 (4 of vec4 of f32 per 4 outputs), and llvmpipe's per-lane access loop sets "
+                                "the rate; the tanh-GELU is one exp per output here (gelu_as_sigmoid), 9 FMAs there",
 }
 
 
