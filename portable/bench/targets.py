@@ -55,10 +55,12 @@ _STREAM = ("one read of each input and one write of the output per element (PORT
 _HOST_STREAM = ("memory-bound: one float16 load per input and one float16 store (nontemporal past the device's "
                 "cache) per work-item, and each call adds PoCL's submission and wait; the host's own libraries on "
                 "the same silicon are the comparison")
-_LAVAPIPE_STREAM = ("llvmpipe runs each buffer access as a loop over the SIMD lanes, one bounds-checked element "
-                    "access per vector component: ours move vector<4xi64> (8 floats in 4 accesses, wide_buffers), "
-                    "IREE's kernel vec4 of f32 (4 floats in 4 accesses), so the accesses alone make a stream about "
-                    "2x IREE's; what IREE loses besides varies with the host")
+_LAVAPIPE_STREAM = ("llvmpipe runs each storage-buffer access as a loop over the SIMD lanes, one bounds-checked "
+                    "element access per vector component (ours: vector<4xi64>, 8 floats in 4 accesses; IREE's "
+                    "kernel: vec4 of f32, 4 in 4). Hand-written kernels of both forms took about as long "
+                    "(benchmarks/texel_probe.py, Xeon host), so the ratio is what IREE spends around its kernel, "
+                    "which varies with the host; reads through uniform texel buffers (llvmpipe's image path) ran "
+                    "1.4-1.6x faster there and are not generated yet")
 # (profile, workload pattern) -> why the target is missed, from the generated code.
 REASONS: dict[tuple[str, str], str] = {
     ("nvidia", "softmax_*"): _STREAM,
