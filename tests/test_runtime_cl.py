@@ -374,10 +374,10 @@ def test_command_buffer_enqueue_outlasts_a_driver_that_marks_it_executable_late(
 
 
 def test_command_buffers_run_back_to_back(index: int, cache: Path) -> None:
-    """On a device with cl_khr_command_buffer, one recorded plan enqueued many times in a row, each run waited
-    for, never finds its buffer pending; buffers are made for simultaneous use where the device offers it."""
+    """On a device with cl_khr_command_buffer, a recorded plan (made for simultaneous use where the device offers
+    it) runs 3000 times in a row, each run waited for, and gives the right result. The race it guards against is
+    too rare to show here (once in ~250k runs); the stub-driver test above covers both ways out of it."""
     import portable
-    from portable.runtime_cl import cmdbuf
 
     dev = DEVICES[index]
     g = portable.Graph()
@@ -391,8 +391,6 @@ def test_command_buffers_run_back_to_back(index: int, cache: Path) -> None:
     try:
         if run.mode != "opencl-command-buffer":
             pytest.skip(f"{dev.uri}: no cl_khr_command_buffer ({run.mode})")
-        buf = run.recording._cmdbuf
-        assert buf._simultaneous == bool(buf._api.capabilities & cmdbuf.CAP_SIMULTANEOUS_USE)
         for _ in range(3000):
             run.run()
         np.testing.assert_array_equal(run.result(), 2 * x)

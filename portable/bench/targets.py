@@ -52,9 +52,9 @@ STREAM_FAMILIES = ("scale", "add")
 _STREAM = ("one read of each input and one write of the output per element (PORTABLE_DUMP: one workgroup per row, "
            "the row held in registers between the reductions); a copy of the same bytes is the floor it is held "
            "against")
-_HOST_STREAM = ("memory-bound: one float16 load per input and one float16 store (nontemporal past the device's "
-                "cache) per work-item, and each call adds PoCL's submission and wait; the host's own libraries on "
-                "the same silicon are the comparison")
+_HOST_STREAM = ("memory-bound: one float16 (16-float vector) load per input and one float16 store (nontemporal "
+                "past the device's cache) per work-item, and each call adds PoCL's submission and wait; the host's "
+                "own libraries on the same silicon are the comparison")
 _LAVAPIPE_STREAM = ("llvmpipe runs each storage-buffer access as a loop over the SIMD lanes, one bounds-checked "
                     "element access per vector component (ours: vector<4xi64>, 8 floats in 4 accesses; IREE's "
                     "kernel: vec4 of f32, 4 in 4). Hand-written kernels of both forms took about as long "
@@ -143,13 +143,13 @@ def _context(result: dict, dev: dict, idx: dict, ms, rule: Rule, wid: str, key: 
     notes = []
     ws = result["workloads"].get(sc, {})
     fit = stream_floor(result, dev, idx, ms, key) if rule.peer == "peak" and wid in ws else None
-    best = fraction_of_peak(dev["name"], ws[wid], (fit[0] + ws[wid]["bytes"] / fit[1]) / 1e3) if fit else None
+    floor_ms = fit[0] + ws[wid]["bytes"] / fit[1] if fit else None
+    best = fraction_of_peak(dev["name"], ws[wid], floor_ms / 1e3) if fit else None
     if best is not None:
-        fixed, rate, fitted = fit
-        floor_ms = fixed + ws[wid]["bytes"] / rate
+        fitted = fit[2]
         mine = ms(idx.get(("portable", dev["uri"], sc, wid)), key)
-        notes.append(f"this run's copies ({', '.join(fitted)}) fit t = {1e3 * fixed:.1f} us + bytes / "
-                     f"{rate / 1e9:.2f} TB/s: for these {ws[wid]['bytes'] / 2**20:.0f} MiB at least "
+        notes.append(f"this run's copies ({', '.join(fitted)}) fit t = {1e3 * fit[0]:.1f} us + bytes / "
+                     f"{fit[1] / 1e9:.2f} TB/s: for these {ws[wid]['bytes'] / 2**20:.0f} MiB at least "
                      f"{1e3 * floor_ms:.1f} us, {100 * best:.1f}% of peak at best; this kernel {mine / floor_ms:.2f}x "
                      "that")
         theirs = [(ms(idx.get(("torch", where.get("torch"), sc, f)), key),
