@@ -337,7 +337,9 @@ def test_small_runs_stay_on_the_compute_queue(device, monkeypatch):
             futures = [cg.submit(*A._inputs(i)) for i in range(4)]
             for i, f in enumerate(futures):
                 A._check(f.result(timeout=60), i)
-            assert [r.lanes for r in cg._cell[0].recordings] == [lanes] * 2
+            # One recording per frame in flight: a second only where the first was still busy (timing).
+            recs = [r.lanes for r in cg._cell[0].recordings]
+            assert 1 <= len(recs) <= 2 and all(r == lanes for r in recs), recs
             cg.close()
     finally:
         b.close()
