@@ -364,8 +364,8 @@ def test_graph_frames_and_state_on_the_transfer_lane(device, lane_for_any_size):
         futures = [exe.submit(*A._inputs(i)) for i in range(6)]
         for i, f in enumerate(futures):
             A._check(f.result(timeout=60), i)
-        assert len(exe._cell[0].recordings) == 2
-        assert all(r.lanes == ["upload", "compute", "download"] for r in exe._cell[0].recordings)
+        recs = exe._cell[0].recordings  # a second frame only where the first was still busy (timing)
+        assert 1 <= len(recs) <= 2 and all(r.lanes == ["upload", "compute", "download"] for r in recs)
         exe.close()
 
         step = CompiledGraph(portable.compile(S.G, device=device).executable, live).with_state({1: 1})
