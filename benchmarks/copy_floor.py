@@ -5,7 +5,8 @@
 Each size runs 20 copies back to back between two CUDA events (the stream orders them, as the bench's barriers
 order portable's repeats), after a second of warm-up; the median of 7 such blocks is kept. The least-squares line
 t = fixed + bytes / rate through all sizes is the floor `portable bench` states beside a missed bandwidth target
-(portable/bench/targets.py fits it to portable's own copies in the same run); this fits it to PyTorch's.
+(portable/bench/targets.py fits it to portable's own copies in the same run); this fits it to PyTorch's. Run from
+the repository root (or with it on PYTHONPATH): the fit is targets.line_fit.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ MIB = 1 << 20
 
 def main() -> None:
     import torch
+
+    from portable.bench.targets import line_fit  # the report's own fit (no MLIR needed)
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -48,10 +51,7 @@ def main() -> None:
         rows.append({"mib_each_way": mib, "bytes": moved, "ms": ms, "fraction_of_peak": moved / (ms / 1e3) / PEAK})
         print(f"{mib:5d} MiB each way: {1e3 * ms:9.1f} us  {100 * rows[-1]['fraction_of_peak']:5.1f}% of 4.8 TB/s")
         del x, y
-    n = len(rows)
-    mb, mt = sum(r["bytes"] for r in rows) / n, sum(r["ms"] for r in rows) / n
-    slope = sum((r["bytes"] - mb) * (r["ms"] - mt) for r in rows) / sum((r["bytes"] - mb) ** 2 for r in rows)
-    fixed = mt - slope * mb
+    fixed, slope = line_fit([r["bytes"] for r in rows], [r["ms"] for r in rows])
     fit = {"fixed_us": 1e3 * fixed, "rate_tb_s": 1 / slope / 1e9,
            "worst_residual_us": max(abs(r["ms"] - fixed - slope * r["bytes"]) for r in rows) * 1e3}
     print(f"fit: t = {fit['fixed_us']:.1f} us + bytes / {fit['rate_tb_s']:.2f} TB/s "

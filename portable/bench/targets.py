@@ -114,6 +114,14 @@ def section(result: dict, dev: dict, idx: dict, ms, where: dict) -> list[str]:
     return lines
 
 
+def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (xs, ys); xs must hold two distinct values."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
 def stream_floor(result: dict, dev: dict, idx: dict, ms, key: str) -> tuple[float, float, list[str]] | None:
     """(fixed ms, bytes per ms, workloads fitted): the least-squares line t = fixed + bytes / rate through this
     run's pure streams on `dev` (STREAM_FAMILIES, portable's kernels), where two or more sizes ran and the fit
@@ -126,10 +134,7 @@ def stream_floor(result: dict, dev: dict, idx: dict, ms, key: str) -> tuple[floa
             pts.append((float(w["bytes"]), t, wid))
     if len({b for b, _, _ in pts}) < 2:
         return None
-    n = len(pts)
-    mb, mt = sum(b for b, _, _ in pts) / n, sum(t for _, t, _ in pts) / n
-    slope = sum((b - mb) * (t - mt) for b, t, _ in pts) / sum((b - mb) ** 2 for b, _, _ in pts)
-    fixed = mt - slope * mb
+    fixed, slope = line_fit([b for b, _, _ in pts], [t for _, t, _ in pts])
     if slope <= 0 or fixed < 0:
         return None
     return fixed, 1 / slope, sorted(wid for _, _, wid in pts)
