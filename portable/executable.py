@@ -21,9 +21,9 @@ import numpy as np
 
 from .errors import PackageError, ShapeMismatch
 
-FORMAT_VERSION = 4  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
-# 4: float16 held as float32
-READABLE_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
+# 4: float16 held as float32; 5: kernels may read buffers as uniform texel buffers
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,16 @@ class Kernel:
     push_constants: tuple[str, ...] = ()
     # Per buffer: "r", "w" or "rw" (lets a runtime place barriers only on real dependencies).
     access: tuple[str, ...] = ()
+    # Buffers the SPIR-V reads as uniform texel buffers of R32G32B32A32_UINT texels (codegen_spirv/texel_reads.py):
+    # Vulkan binds them through a buffer view of that format; OpenCL ignores this.
+    texel_buffers: tuple[int, ...] = ()
 
     def key(self) -> str:
         """Content hash: names a kernel in driver caches."""
         h = hashlib.sha256()
         h.update(repr((self.name, self.workgroup_size, self.num_buffers, self.push_constants)).encode())
+        if self.texel_buffers:  # (keys of kernels without stay as they were)
+            h.update(repr(self.texel_buffers).encode())
         h.update(self.spirv or b"")
         h.update((self.opencl or "").encode())
         return h.hexdigest()[:32]
@@ -168,6 +173,8 @@ class Executable:
     def format_version(self) -> int:
         """The oldest format that holds this plan: 2 only where dispatches bind byte ranges, which a reader of
         format 1 would silently bind whole."""
+        if any(k.texel_buffers for k in self.kernels):
+            return 5  # a reader of format 4 would bind those buffers as storage buffers: the pipeline fails
         devices = [s.device for s in self.inputs + [sig for _, sig in self.outputs] if s.device]
         if any(np.dtype(d).kind == "f" for d in devices):
             return 4  # a reader of format 3 converts only integers at the boundary
@@ -225,6 +232,8 @@ def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> d
     """A kernel's manifest entry; its SPIR-V / OpenCL C go to `put(name, data)` under `prefix`."""
     entry = {"name": k.name, "workgroup_size": list(k.workgroup_size), "num_buffers": k.num_buffers,
              "push_constants": list(k.push_constants), "access": list(k.access), "spirv": None, "opencl": None}
+    if k.texel_buffers:
+        entry["texel_buffers"] = list(k.texel_buffers)
     if k.spirv is not None:
         entry["spirv"] = f"{prefix}.spv"
         put(entry["spirv"], k.spirv)
@@ -238,7 +247,8 @@ def kernel_from_entry(e: dict, get: Callable[[str], bytes]) -> Kernel:
     return Kernel(name=e["name"], workgroup_size=tuple(e["workgroup_size"]), num_buffers=e["num_buffers"],
                   spirv=get(e["spirv"]) if e["spirv"] else None,
                   opencl=get(e["opencl"]).decode() if e["opencl"] else None,
-                  push_constants=tuple(e["push_constants"]), access=tuple(e["access"]))
+                  push_constants=tuple(e["push_constants"]), access=tuple(e["access"]),
+                  texel_buffers=tuple(int(b) for b in e.get("texel_buffers", ())))
 
 
 def npy_bytes(arr: np.ndarray) -> bytes:

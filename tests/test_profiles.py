@@ -23,9 +23,10 @@ INT, BOOL, STR = int, bool, str
 LIMIT_TYPES = {"subgroup_size": INT, "shared_memory_bytes": INT, "max_workgroup_invocations": INT,
                "max_storage_buffer_range": INT, "max_buffer_bytes": INT, "preferred_vector_width": INT,
                "fp16": BOOL, "int8": BOOL, "int16": BOOL, "int64": BOOL, "fp64": BOOL, "storage_buffer_16bit": BOOL,
-               "storage_buffer_8bit": BOOL, "cooperative_matrix": BOOL}
+               "storage_buffer_8bit": BOOL, "cooperative_matrix": BOOL, "max_texel_buffer_elements": INT}
 CODEGEN_TYPES = {"workgroup_invocations": INT, "matmul_workgroup_invocations": INT, "elementwise_per_thread": INT,
-                 "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR}
+                 "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR,
+                 "texel_reads": BOOL}
 MATCH_KEYS = {"api", "vendor_id", "driver", "device_name"}
 # SPIR-V version -> the spirv-val environment of the Vulkan version that first requires accepting it.
 TARGET_ENV = {"v1.0": "vulkan1.0", "v1.3": "vulkan1.1", "v1.5": "vulkan1.2", "v1.6": "vulkan1.3"}

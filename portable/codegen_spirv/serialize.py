@@ -24,6 +24,7 @@ from .math_ops import (
 )
 from .private_allocs import allocs_to_private, expand_absi
 from .shifts import saturate_shifts, sign_extend_by_shifts
+from .texel_reads import texel_reads
 from .vector_buffers import vectorize_buffers
 
 
@@ -50,8 +51,9 @@ def _with_subgroup_size(target: ir.Attribute, profile: dict) -> ir.Attribute:
 
 
 def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
-                          dump=None, access: tuple[str, ...] = ()) -> bytes:
-    """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`)."""
+                          dump=None, access: tuple[str, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
+    """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`), and the bindings it reads as
+    uniform texel buffers (texel_reads.py; empty unless the profile asks for them)."""
     if "gpu.subgroup_mma" in gpu_module_asm:
         # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
         # devices accept: it needs Vulkan 1.3).
@@ -140,6 +142,8 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         _pin_version(module, profile.get("spirv_version", "v1.3"))
         _decorate_buffers(module, access)
         _barriers_cover_buffers(module, local_only)
+        texels = texel_reads(module, access, int(profile.get("max_texel_buffer_elements", 0))) \
+            if profile.get("texel_reads") else ()
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.
@@ -158,7 +162,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         spirv = bytes(gpu.ObjectAttr(objects[0]).object)
         if f16_storage_only:
             spirv = _drop_capability(spirv, FLOAT16)
-        return _drop_capability(spirv, INT16) if i16_storage_only else spirv
+        return (_drop_capability(spirv, INT16) if i16_storage_only else spirv), texels
 
 
 FLOAT16, INT16 = 9, 22  # the Float16 and Int16 capabilities' operands

@@ -290,11 +290,13 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         nargs = len(fn.regions[0].blocks[0].arguments)
         access = plan.kernel_access(fn.operation)
         spirv = opencl = None
+        texels: tuple[int, ...] = ()
         asm = str(gm)
         if "vulkan" in targets:
             # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
             vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
-            spirv = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
+            spirv, texels = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t),
+                                                  access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl
@@ -314,7 +316,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)
         kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
-                              access=access))
+                              access=access, texel_buffers=texels))
     return kernels, index
 
 

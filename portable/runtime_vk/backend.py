@@ -190,7 +190,9 @@ class VulkanBackend(Backend):
 
     def buffer_limits(self) -> dict[str, int]:
         lim = self.info.limits
-        return {"alignment": max(int(lim.get("min_storage_buffer_offset_alignment") or 1), 16),
+        align = max(int(lim.get(k) or 1) for k in ("min_storage_buffer_offset_alignment",
+                                                   "min_texel_buffer_offset_alignment"))
+        return {"alignment": max(align, 16),
                 "max_block": int(lim["max_buffer_bytes"]), "max_range": int(lim["max_storage_buffer_range"])}
 
     def free(self, buffer: Any) -> None:

@@ -4,7 +4,7 @@ staging memory that transfers go through."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,8 @@ class Buffer:
     freed: bool = False
     offset: int = 0  # where the buffer starts in `handle` (non-zero for views)
     parent: Buffer | None = None  # the block a view lives in; None for a real allocation
+    # VkBufferViews of a real allocation by (offset, texels): how kernels read it as a uniform texel buffer.
+    texel_views: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         state = "freed" if self.freed else "live"
@@ -102,8 +104,8 @@ def allocate(device: Device, nbytes: int, bindable: bool = True) -> Buffer:
             f"{device.name} allows {device.pd.max_allocation_count} memory allocations "
             f"(maxMemoryAllocationCount) and all are in use; free buffers"
         )
-    usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-             | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+    usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
+             | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
     handle, memory = _create(device, size, usage, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
                              f"a storage buffer of {nbytes} bytes")
     tracking.created("buffer")
@@ -119,6 +121,40 @@ def view(block: Buffer, offset: int, nbytes: int) -> Buffer:
                   parent=block)
 
 
+TEXEL_FORMAT_BYTES = 16  # R32G32B32A32_UINT: the texels codegen_spirv/texel_reads.py fetches
+
+
+def texel_view(device: Device, buf: Buffer) -> Any:
+    """A VkBufferView of `buf` as R32G32B32A32_UINT texels, made once per range of its allocation and destroyed
+    with it (a pooled view reused for another tensor of the same range reuses it too)."""
+    root = buf.parent if buf.parent is not None else buf
+    # Whole texels: a kernel's array of texels fits the buffer it is given, which may be longer (a slot holding
+    # a tensor of another shape, a view rounded to 4 bytes).
+    texels = buf.size // TEXEL_FORMAT_BYTES
+    key = (buf.offset, texels)
+    view = root.texel_views.get(key)
+    if view is not None:
+        return view
+    lim = device.pd.info.limits
+    align = int(lim.get("min_texel_buffer_offset_alignment") or 1)
+    why = None
+    if buf.offset % align:
+        why = f"it starts at byte {buf.offset}, not a multiple of minTexelBufferOffsetAlignment {align}"
+    elif not texels:
+        why = f"its {buf.size} bytes are less than one {TEXEL_FORMAT_BYTES}-byte texel"
+    elif texels > int(lim.get("max_texel_buffer_elements") or 65536):
+        why = f"its {texels} texels exceed maxTexelBufferElements {lim.get('max_texel_buffer_elements')}"
+    if why:
+        raise OutOfDeviceMemory(f"a kernel reads {buf!r} as a uniform texel buffer on {device.name}, but {why}; "
+                            f"compile for this device's profile")
+    info = vk.VkBufferViewCreateInfo(buffer=buf.handle, format=vk.VK_FORMAT_R32G32B32A32_UINT, offset=buf.offset,
+                                     range=texels * TEXEL_FORMAT_BYTES)
+    with guard(f"vkCreateBufferView ({texels} texels) on {device.name}"):
+        view = vk.vkCreateBufferView(device.handle, info, None)
+    root.texel_views[key] = view
+    return view
+
+
 def free(device: Device, buf: Buffer) -> None:
     """Destroy `buf` (idempotent; a view is only marked freed). The caller guarantees the device no longer
     uses it."""
@@ -127,6 +163,9 @@ def free(device: Device, buf: Buffer) -> None:
     if buf.parent is not None:
         buf.freed = True
         return
+    for view in buf.texel_views.values():
+        vk.vkDestroyBufferView(device.handle, view, None)
+    buf.texel_views.clear()
     _destroy(device, buf.handle, buf.memory)
     buf.freed = True
     buf.handle = buf.memory = None

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._vk import vk
-from .buffers import Buffer
+from .buffers import Buffer, texel_view
 from .device import Device
 from .errors import guard
-from .pipelines import LoadedKernel
+from .pipelines import LoadedKernel, descriptor_type
 
 
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
@@ -46,6 +46,12 @@ def copy(cmd: Any, src: Any, dst: Any, src_offset: int, dst_offset: int, size: i
                  vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
 
 
+def pool_sizes(count: int) -> list[Any]:
+    """Room for `count` descriptors of each kind a kernel binds (storage buffers, uniform texel buffers)."""
+    return [vk.VkDescriptorPoolSize(type=t, descriptorCount=count)
+            for t in (vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER)]
+
+
 class DescriptorArena:
     """A descriptor pool reset at every execute (all sets of the previous one are done by then) and
     regrown when a plan needs more: no per-set bookkeeping, no fragmentation."""
@@ -63,8 +69,7 @@ class DescriptorArena:
             self.destroy()
             self.max_sets = max(64, 2 * len(layouts))
             self.max_descriptors = max(256, 2 * descriptors)
-            sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                             descriptorCount=self.max_descriptors)]
+            sizes = pool_sizes(self.max_descriptors)
             with guard(f"vkCreateDescriptorPool on {self.device.name}"):
                 self.pool = vk.vkCreateDescriptorPool(
                     dev, vk.VkDescriptorPoolCreateInfo(maxSets=self.max_sets, pPoolSizes=sizes), None)
@@ -93,11 +98,17 @@ def write_sets(device: Device, items: Sequence[tuple[LoadedKernel, Sequence[Buff
             continue
         ds = next(it)
         for binding, buf in enumerate(bufs):
+            kind = descriptor_type(lk.kernel, binding)
+            if kind == vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER:
+                views = [texel_view(device, buf)]
+                keep.append(views)
+                writes.append(vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=binding, descriptorType=kind,
+                                                      pTexelBufferView=views))
+                continue
             info = [vk.VkDescriptorBufferInfo(buffer=buf.handle, offset=buf.offset, range=buf.size)]
             keep.append(info)
-            writes.append(vk.VkWriteDescriptorSet(
-                dstSet=ds, dstBinding=binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                pBufferInfo=info))
+            writes.append(vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=binding, descriptorType=kind,
+                                                  pBufferInfo=info))
     if writes:
         vk.vkUpdateDescriptorSets(device.handle, len(writes), writes, 0, None)
 

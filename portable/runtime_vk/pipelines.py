@@ -32,6 +32,13 @@ class LoadedKernel:
         return f"<vulkan LoadedKernel {self.kernel.name!r} buffers={self.kernel.num_buffers}>"
 
 
+def descriptor_type(kernel: Kernel, binding: int) -> int:
+    """A storage buffer, or a uniform texel buffer where the kernel fetches texels from it."""
+    if binding in kernel.texel_buffers:
+        return vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+    return vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+
+
 def _dump(kernel: Kernel) -> str | None:
     """Write the refused SPIR-V where it can be inspected (spirv-dis, spirv-val); path or None."""
     if not kernel.spirv:
@@ -85,9 +92,18 @@ def check_kernel(kernel: Kernel, device: Device) -> None:
     if push_bytes > lim["max_push_constants_bytes"]:
         raise _fail(kernel, device, f"{push_bytes} bytes of push constants, the device allows "
                                     f"{lim['max_push_constants_bytes']}")
-    if kernel.num_buffers > lim["max_storage_buffers_per_stage"]:
-        raise _fail(kernel, device, f"{kernel.num_buffers} storage buffers, the device allows "
+    texels = kernel.texel_buffers
+    if any(not 0 <= b < kernel.num_buffers for b in texels):
+        raise _fail(kernel, device, f"texel buffer bindings {list(texels)} outside its {kernel.num_buffers} buffers; "
+                                    f"the executable is inconsistent")
+    storage = kernel.num_buffers - len(texels)
+    if storage > lim["max_storage_buffers_per_stage"]:
+        raise _fail(kernel, device, f"{storage} storage buffers, the device allows "
                                     f"{lim['max_storage_buffers_per_stage']} per shader stage; split the dispatch")
+    if len(texels) > lim.get("max_sampled_images_per_stage", 16):  # 16: Vulkan's minimum
+        raise _fail(kernel, device, f"{len(texels)} uniform texel buffers, the device allows "
+                                    f"{lim.get('max_sampled_images_per_stage', 16)} per shader stage; compile for "
+                                    f"this device's profile")
 
 
 def build(kernel: Kernel, device: Device, cache: PipelineCache | None, flags: int = 0) -> LoadedKernel:
@@ -108,7 +124,7 @@ def build(kernel: Kernel, device: Device, cache: PipelineCache | None, flags: in
             set_layouts = []
             if kernel.num_buffers:
                 bindings = [vk.VkDescriptorSetLayoutBinding(
-                    binding=b, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+                    binding=b, descriptorType=descriptor_type(kernel, b), descriptorCount=1,
                     stageFlags=compute) for b in range(kernel.num_buffers)]
                 set_layout = vk.vkCreateDescriptorSetLayout(
                     dev, vk.VkDescriptorSetLayoutCreateInfo(pBindings=bindings), None)

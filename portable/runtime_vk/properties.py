@@ -121,6 +121,10 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             "max_push_constants_bytes": lim.maxPushConstantsSize,
             "max_storage_buffers_per_stage": lim.maxPerStageDescriptorStorageBuffers,
             "min_storage_buffer_offset_alignment": lim.minStorageBufferOffsetAlignment,
+            # Uniform texel buffers (codegen_spirv/texel_reads.py) count against the sampled-image limit.
+            "max_sampled_images_per_stage": lim.maxPerStageDescriptorSampledImages,
+            "max_texel_buffer_elements": lim.maxTexelBufferElements,
+            "min_texel_buffer_offset_alignment": lim.minTexelBufferOffsetAlignment,
             "fp16": feats["shaderFloat16"],
             "int8": feats["shaderInt8"],
             "int16": feats["shaderInt16"],

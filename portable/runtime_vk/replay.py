@@ -127,7 +127,7 @@ class VulkanRecording(Recording):
         sets: list[Any] = []
         if bound:
             count = sum(len(b) for _, b in bound)
-            sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=count)]
+            sizes = commands.pool_sizes(count)
             with guard(f"creating descriptor sets on {dev.name}"):
                 self._desc_pool = vk.vkCreateDescriptorPool(dev.handle, vk.VkDescriptorPoolCreateInfo(
                     maxSets=len(bound), pPoolSizes=sizes), None)
