@@ -53,6 +53,25 @@ def test_wide_buffers(device):
         np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("texel", [False, True])
+def test_wide_buffers_with_texel_reads_keep_vec4_stores(device, texel):
+    """With texel_reads the widened buffers are the ones read (through texels); the output keeps vec4 stores."""
+    g = portable.Graph()
+    a, b = g.input((64, 256)), g.input((64, 256))
+    g.output(g.add(a, b))
+    xs = [RNG.standard_normal((64, 256)).astype(np.float32) for _ in range(2)]
+    exe, spirv = _compile(device, g.to_mlir(), wide_buffers=True, texel_reads=texel, elementwise_per_thread=8)
+    stored = re.findall(r"OpStore %\w+ %\w+", spirv)
+    ptr_types = dict(re.findall(r"(%\w+) = OpTypePointer StorageBuffer (%\w+)", spirv))
+    assert stored
+    assert ("OpImageFetch" in spirv) == texel
+    # What the stores write: vec4 of float with texel reads, 64-bit lanes without.
+    assert any(t in ("%v4float",) for t in ptr_types.values()) == texel
+    assert any(t in ("%v4ulong", "%v2ulong") for t in ptr_types.values()) != texel
+    (out,) = exe(*xs)
+    np.testing.assert_allclose(out, xs[0] + xs[1], rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("shape", [(1, 20, 32), (2, 9, 5)])
 def test_depthwise_conv_taps_carried_in_registers(device, shape):
     """A scalar depthwise convolution's output element is carried in a register across the tap loops

@@ -55,12 +55,13 @@ _STREAM = ("one read of each input and one write of the output per element (PORT
 _HOST_STREAM = ("memory-bound: one float16 (16-float vector) load per input and one float16 store (nontemporal "
                 "past the device's cache) per work-item, and each call adds PoCL's submission and wait; the host's "
                 "own libraries on the same silicon are the comparison")
-_LAVAPIPE_STREAM = ("llvmpipe runs each storage-buffer access as a loop over the SIMD lanes, one bounds-checked "
-                    "element access per vector component (ours: vector<4xi64>, 8 floats in 4 accesses; IREE's "
-                    "kernel: vec4 of f32, 4 in 4). Hand-written kernels of both forms took about as long "
-                    "(benchmarks/texel_probe.py, Xeon host): the ratio is mostly what IREE spends around its kernel, "
-                    "which varies with the host; reads through uniform texel buffers (llvmpipe's image path) ran "
-                    "1.4-1.6x faster there and are not generated yet")
+_LAVAPIPE_STREAM = ("memory-bound: reads through uniform texel buffers (codegen_spirv/texel_reads.py, llvmpipe's image "
+                    "path, a texel per lane) and vector<4xi64> storage-buffer stores (llvmpipe stores each lane's "
+                    "vector component by component; image stores were 2x slower), the fastest forms "
+                    "benchmarks/texel_probe.py found on this driver; IREE's kernel moves vec4 of f32 through storage "
+                    "buffers, which took 0.8-1.4x as long as our form there (ssbo_vec4 against "
+                    "texel_fetch_u64vec4_store), so the ratio moves with what IREE spends around its kernel, which "
+                    "varies with the host and the run")
 # (profile, workload pattern) -> why the target is missed, from the generated code.
 REASONS: dict[tuple[str, str], str] = {
     ("nvidia", "softmax_*"): _STREAM,
@@ -69,9 +70,8 @@ REASONS: dict[tuple[str, str], str] = {
     ("pocl", "scale_*"): _HOST_STREAM,
     ("lavapipe", "add_*"): _LAVAPIPE_STREAM,
     ("lavapipe", "scale_*"): _LAVAPIPE_STREAM,
-    ("lavapipe", "ew_chain_*"): _LAVAPIPE_STREAM + "; here three buffers (per 32 outputs a thread makes 13 "
-                                "vector<4xi64> accesses, the bias row read once for its 4 rows), and the tanh-GELU "
-                                "is one exp per output (gelu_as_sigmoid) where IREE's kernel has 9 FMAs",
+    ("lavapipe", "ew_chain_*"): _LAVAPIPE_STREAM + "; here three inputs (the bias row read once for its 4 rows), and "
+                                "the tanh-GELU is one exp per output (gelu_as_sigmoid) where IREE's kernel has 9 FMAs",
 }
 
 

@@ -12,7 +12,8 @@
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
-                          (wide_buffers.py); then 8-element vectors are split into vec4 halves
+                          (wide_buffers.py; with texel_reads only buffers the kernel never writes); then
+                          8-element vectors are split into vec4 halves
                           (split_vectors.py: the strategy's elementwise tiles of 8)
 """
 
@@ -62,6 +63,6 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= share_subgroup_reads(gpu_module(), lanes)
         if profile.get("wide_buffers"):
             passmanager.PassManager.parse(_UNROLL).run(module.operation)
-            changed |= widen_buffers(gpu_module())
+            changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"))
             changed |= split_wide_vectors(gpu_module())
         return str(gpu_module()) if changed else text

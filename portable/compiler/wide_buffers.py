@@ -9,6 +9,11 @@ load and an extract); the bytes the runtime binds stay the same.
 
 Measured on lavapipe (CPU ms, 2026-11-30): add 4 Mi f32 10.3 -> 8.3; bmm 8x256x64 @ 8x64x256 5.7 -> 5.1; conv 1x1
 1x56x56x64->256 9.5 -> 8.6.
+
+Where the profile reads buffers through texel buffers (texel_reads), written buffers keep vec4 stores: with the reads
+on llvmpipe's image path, vector<4xi64> stores were the slower form (device-only CPU ms, Xeon host, 2026-12-01,
+u64vec4 -> vec4 stores: add 4 Mi 8.0-8.2 -> 6.0, scale 2048x2048 6.0-6.3 -> 4.4-4.8, ew_chain 3.7 -> 1.4-2.8,
+layernorm 1024x1024 3.5-3.6 -> 1.6, conv3x3 14.1-14.4 -> 9.9; matmul, gemv, depthwise and conv1x1 within noise).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from .mlir import arith, ir, memref, vector
 _XFER = ("vector.transfer_read", "vector.transfer_write")
 
 
-def widen_buffers(gpu_module: ir.Operation) -> bool:
+def widen_buffers(gpu_module: ir.Operation, stores: bool = True) -> bool:
     """Retype the eligible buffer arguments of every gpu.func in `gpu_module`, in place; whether any changed.
-    Transfers must be 1-d already (lane_kernels.py unrolls them)."""
+    Transfers must be 1-d already (lane_kernels.py unrolls them). stores=False: only buffers the kernel never
+    writes."""
     changed = False
     for fn in gpu_module.regions[0].blocks[0].operations:
         if fn.operation.name != "gpu.func":
@@ -31,7 +37,7 @@ def widen_buffers(gpu_module: ir.Operation) -> bool:
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         inputs = list(ftype.inputs)
         for i, arg in enumerate(list(entry.arguments)[:len(inputs)]):
-            new = _retyped(fn, arg)
+            new = _retyped(fn, arg, stores)
             if new is not None:
                 inputs[i] = new
                 changed = True
@@ -69,7 +75,7 @@ def _width(op: ir.Operation) -> int:
     return vt.shape[0] if multiple_of(_indices(op)[-1], vt.shape[0]) else 0
 
 
-def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
+def _retyped(fn: ir.Operation, buf: ir.Value, stores: bool) -> ir.Type | None:
     t = buf.type
     if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
         return None
@@ -77,6 +83,8 @@ def _retyped(fn: ir.Operation, buf: ir.Value) -> ir.Type | None:
     if not (isinstance(elem, ir.F32Type) or isinstance(elem, ir.IntegerType) and elem.width == 32):
         return None
     users = [u.owner for u in buf.uses]
+    if not stores and any(u.name == "vector.transfer_write" for u in users):
+        return None
     widths = set()
     for u in users:
         if u.name in _XFER:

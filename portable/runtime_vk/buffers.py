@@ -146,7 +146,7 @@ def texel_view(device: Device, buf: Buffer) -> Any:
         why = f"its {texels} texels exceed maxTexelBufferElements {lim.get('max_texel_buffer_elements')}"
     if why:
         raise OutOfDeviceMemory(f"a kernel reads {buf!r} as a uniform texel buffer on {device.name}, but {why}; "
-                            f"compile for this device's profile")
+                                f"compile for this device's profile")
     info = vk.VkBufferViewCreateInfo(buffer=buf.handle, format=vk.VK_FORMAT_R32G32B32A32_UINT, offset=buf.offset,
                                      range=texels * TEXEL_FORMAT_BYTES)
     with guard(f"vkCreateBufferView ({texels} texels) on {device.name}"):
