@@ -8,7 +8,7 @@ component; texel buffers go through its image path instead. Each variant is a ha
 here with glslangValidator and run through portable's Vulkan device (buffers, submission) with descriptors of its
 own; 20 dispatches with a barrier between each, in one command buffer, after a warm-up; the median of 7 such
 submissions per dispatch. Every variant's output is checked against numpy. An investigation tool, not part of
-the compiler: what it finds decides whether the code generator should emit texel buffers for streams.
+the compiler: what it found made lavapipe's profile read buffers through texel buffers (codegen_spirv/texel_reads.py).
 """
 
 from __future__ import annotations
