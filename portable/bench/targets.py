@@ -56,11 +56,11 @@ _HOST_STREAM = ("memory-bound: one float16 (16-float vector) load per input and 
                 "past the device's cache) per work-item, and each call adds PoCL's submission and wait; the host's "
                 "own libraries on the same silicon are the comparison")
 _LAVAPIPE_STREAM = ("memory-bound: reads through uniform texel buffers (codegen_spirv/texel_reads.py, llvmpipe's image "
-                    "path, a texel per lane) and vector<4xi64> storage-buffer stores (llvmpipe stores each lane's "
-                    "vector component by component; image stores were 2x slower), the fastest forms "
+                    "path, a texel per lane) and vec4 storage-buffer stores (llvmpipe stores each lane's vector "
+                    "component by component; vector<4xi64> and image stores were slower), the fastest forms "
                     "benchmarks/texel_probe.py found on this driver; IREE's kernel moves vec4 of f32 through storage "
-                    "buffers, which took 0.8-1.4x as long as our form there (ssbo_vec4 against "
-                    "texel_fetch_u64vec4_store), so the ratio moves with what IREE spends around its kernel, which "
+                    "buffers, which took 0.9-1.7x as long as our form there (ssbo_vec4 against "
+                    "texel_fetch_ssbo_store), so the ratio moves with what IREE spends around its kernel, which "
                     "varies with the host and the run")
 # (profile, workload pattern) -> why the target is missed, from the generated code.
 REASONS: dict[tuple[str, str], str] = {
