@@ -38,7 +38,6 @@ def run(d):
     from portable.bench.peers.numpy_peer import reference
     from portable.bench.peers.portable_peer import DeviceOnly
     from portable.devices import open_device
-    from portable.executable import Executable
     live = open_device("vulkan:0")
     rows = []
     for wid in WIDS:
@@ -48,8 +47,8 @@ def run(d):
         ref = ref[0] if isinstance(ref, (tuple, list)) else ref
         for rnd in range(2):
             for on in (False, True):
-                exe = Executable.load(Path(d) / f"{wid}-{int(on)}.ptx")
                 g = portable.load(Path(d) / f"{wid}-{int(on)}.ptx", device="vulkan:0")
+                exe = g.executable
                 out = g(*xs)
                 out = out[0] if isinstance(out, tuple) else out
                 err = float(np.max(np.abs(out.astype(np.float64) - ref)) / max(float(np.max(np.abs(ref))), 1e-30))

@@ -102,10 +102,9 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
     opts["max_bind_bytes"] = min(bind) if bind else 0
     # Chunks start at multiples of this (Vulkan allows minStorageBufferOffsetAlignment up to 256 bytes).
     opts["bind_offset_alignment"] = max(256, int(limits.get("min_storage_buffer_offset_alignment") or 0))
-    # Read-only streams through uniform texel buffers (codegen_spirv/texel_reads.py): at most this many 16-byte
-    # texels per buffer (Vulkan guarantees 65536).
-    if opts.get("texel_reads"):
-        opts["max_texel_buffer_elements"] = int(limits.get("max_texel_buffer_elements") or 65536)
+    # Read-only streams through uniform texel buffers (codegen_spirv/texel_reads.py, where the profile or a caller
+    # turns texel_reads on): at most this many 16-byte texels per buffer (Vulkan guarantees 65536).
+    opts["max_texel_buffer_elements"] = int(limits.get("max_texel_buffer_elements") or 65536)
     # f16 arithmetic in kernels (OpenCL: cl_khr_fp16); without it f16 is storage only, math in f32.
     opts["fp16"] = bool(limits.get("fp16", False))
     # SPIR-V capabilities the device has for narrow and wide types, so such graphs compile natively.

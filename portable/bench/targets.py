@@ -157,10 +157,10 @@ def _context(result: dict, dev: dict, idx: dict, ms, rule: Rule, wid: str, key: 
                      f"{fit[1] / 1e9:.2f} TB/s: for these {ws[wid]['bytes'] / 2**20:.0f} MiB at least "
                      f"{1e3 * floor_ms:.1f} us, {100 * best:.1f}% of peak at best; this kernel {mine / floor_ms:.2f}x "
                      "that")
-        theirs = [(ms(idx.get(("torch", where.get("torch"), sc, f)), key),
+        copies = [(ms(idx.get(("torch", where.get("torch"), sc, f)), key),
                    ms(idx.get(("portable", dev["uri"], sc, f)), key)) for f in fitted]
-        if where.get("torch") and all(t and m for t, m in theirs):
-            notes.append("PyTorch's copies take " + " / ".join(f"{t / m:.2f}x" for t, m in theirs) + " these times")
+        if where.get("torch") and all(t and m for t, m in copies):
+            notes.append("PyTorch's copies take " + " / ".join(f"{t / m:.2f}x" for t, m in copies) + " these times")
     elif rule.peer == "peak" and wid != STREAM_WORKLOAD and STREAM_WORKLOAD in ws:
         ref_ms = ms(idx.get(("portable", dev["uri"], sc, STREAM_WORKLOAD)), key)
         f = fraction_of_peak(dev["name"], ws[STREAM_WORKLOAD], ref_ms / 1e3) if ref_ms else None

@@ -142,7 +142,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         _pin_version(module, profile.get("spirv_version", "v1.3"))
         _decorate_buffers(module, access)
         _barriers_cover_buffers(module, local_only)
-        texels = texel_reads(module, access, int(profile.get("max_texel_buffer_elements", 0))) \
+        texels = texel_reads(module, access, int(profile.get("max_texel_buffer_elements", 65536))) \
             if profile.get("texel_reads") else ()
         if dump:
             dump("spirv-dialect", str(module))

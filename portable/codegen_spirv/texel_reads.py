@@ -111,15 +111,14 @@ def _fetch(chain: ir.Operation, load: ir.Operation, elem: ir.Type, texels: int) 
     part = velem if texels == 1 else ir.VectorType.get([velem.shape[0] // texels], velem.element_type)
     with ir.InsertionPoint(load), load.location:
         image = ir.Operation.create("spirv.Load", results=[ir.Type.parse(_IMAGE)], operands=[chain.operands[0]]).result
-        index = chain.operands[2]
+        base = chain.operands[2]  # the element's index; its first texel's
+        if texels > 1:
+            base = ir.Operation.create("spirv.IMul", results=[i32], operands=[base, _const(texels, i32)]).result
         parts = []
         for j in range(texels):
-            coord = index
-            if texels > 1:
-                k = _const(texels, i32)
-                coord = ir.Operation.create("spirv.IMul", results=[i32], operands=[index, k]).result
-                if j:
-                    coord = ir.Operation.create("spirv.IAdd", results=[i32], operands=[coord, _const(j, i32)]).result
+            coord = base
+            if j:
+                coord = ir.Operation.create("spirv.IAdd", results=[i32], operands=[base, _const(j, i32)]).result
             texel = ir.Operation.create("spirv.ImageFetch", results=[uvec4], operands=[image, coord]).result
             if part != uvec4:
                 texel = ir.Operation.create("spirv.Bitcast", results=[part], operands=[texel]).result
