@@ -144,11 +144,14 @@ def test_private_rows_recomputed(device, rows, cols, vectorized):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows,cols", [(64, 1024), (128, 96), (8, 32), (16, 2048), (16, 4096), (64, 1000), (6, 64)])
-def test_subgroup_rows(device, rows, cols):
+@pytest.mark.parametrize("rows,cols,wide", [(64, 1024, True), (128, 96, True), (8, 32, True), (16, 2048, True),
+                                             (16, 4096, True), (64, 1000, True), (6, 64, True), (64, 1024, False),
+                                             (16, 2048, False)])
+def test_subgroup_rows(device, rows, cols, wide):
     """softmax, layernorm and a row sum with each subgroup's rows taken one after the other, columns across its
     lanes, reductions by xor shuffles (compiler/subgroup_rows.py): only where the columns are a multiple of 32
-    up to subgroup_row_columns and every thread has a row."""
+    up to subgroup_row_columns and every thread has a row. Without wide_buffers too: the rows' 8-element vectors
+    are still split into vec4 halves."""
     g = portable.Graph()
     x, gamma, beta = g.input((rows, cols)), g.input((cols,)), g.input((cols,))
     xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
@@ -158,7 +161,7 @@ def test_subgroup_rows(device, rows, cols):
     xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,), (cols,))]
     keys = dict(loop_vectorize=4, recompute_private_rows=True, subgroup_row_columns=2048)
     _, before = _compile(device, g.to_mlir(), **keys)
-    exe, after = _compile(device, g.to_mlir(), subgroup_rows=8, wide_buffers=True, **keys)
+    exe, after = _compile(device, g.to_mlir(), subgroup_rows=8, wide_buffers=wide, **keys)
     assert "OpGroupNonUniformShuffleXor" not in before
     assert ("OpGroupNonUniformShuffleXor" in after) == (cols % 32 == 0 and cols <= 2048 and rows % 8 == 0)
     for out, ref in zip(exe(*xs), g.reference(*xs)):
@@ -195,3 +198,27 @@ def test_gelu_as_sigmoid(device):
     assert "Tanh" in before and "Tanh" not in after and "Exp" in after
     ref = 0.5 * x.astype(np.float64) * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
     np.testing.assert_allclose(exe(x)[0], ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["bias", "f16_column_broadcast"])
+def test_grid_past_workgroup_count_gives_threads_rows(device, case):
+    """More rows than the device's workgroup count: each thread takes several rows (strategy.choose). SPIR-V has no
+    2-d vectors, so those tiles are unrolled into rows (row_vectors.py) where they can be, and stay scalar where
+    they cannot (f16 operands, a column broadcast). The Mali profiles (65535 workgroups) met this at 65536 rows."""
+    rows, cols = 256, 256
+    g = portable.Graph()
+    if case == "bias":
+        x, b = g.input((rows, cols)), g.input((cols,))
+        g.output(g.add(g.mul(x, 0.125), b))
+        xs = [RNG.standard_normal(s).astype(np.float32) for s in ((rows, cols), (cols,))]
+    else:
+        x, y = g.input((rows, cols), "float16"), g.input((rows, 1), "float16")
+        g.output(g.mul(g.add(x, y), x))
+        xs = [RNG.standard_normal(s).astype(np.float16) for s in ((rows, cols), (rows, 1))]
+    exe, spirv = _compile(device, g.to_mlir(), max_workgroup_count=[65535, 64, 64],
+                          elementwise_workgroup_invocations=64)
+    assert [int(np.prod(d.grid)) for d in exe.executable.dispatches] == [64]  # 4 rows per thread
+    if case == "bias":
+        assert "OpFAdd %v4float" in spirv  # the rows stay vec4 arithmetic
+    for out, ref in zip(exe(*xs), g.reference(*xs)):
+        np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=2e-3)

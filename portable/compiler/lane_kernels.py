@@ -2,7 +2,8 @@
 (lavapipe), where every buffer access is a loop over the lanes; each is turned on by a key of the profile.
 
   gelu_as_sigmoid         0.5x(1 + tanh(u)) as x / (1 + exp(-2u)) (gelu_form.py)
-  elementwise_rows_per_thread  2-d elementwise thread tiles unrolled into rows of 8 (row_vectors.py)
+  elementwise_rows_per_thread  2-d elementwise thread tiles unrolled into rows of 8 (row_vectors.py; on every
+                          Vulkan device too where a grid past its workgroup count gave threads several rows)
   loop_vectorize          scalar loops along the innermost dim of their buffers run on vectors of this width
                           (loop_vectorize.py; lavapipe: vec4; the OpenCL C path takes the same key, pipeline.py)
   recompute_private_rows  rows a loop of arithmetic writes to private memory are recomputed where read
@@ -12,12 +13,14 @@
   subgroup_shared_reads   reads alike in every lane of a subgroup are split across it and shuffled
                           (subgroup_reads.py; the value is the subgroup size)
   wide_buffers            buffers accessed 128 (256) bits at a time are arrays of vector<2xi64> (<4xi64>)
-                          (wide_buffers.py; with texel_reads only buffers the kernel never writes); then
-                          8-element vectors are split into vec4 halves
-                          (split_vectors.py: the strategy's elementwise tiles of 8)
+                          (wide_buffers.py; with texel_reads only buffers the kernel never writes)
+Last, 8-element vectors are split into vec4 halves (split_vectors.py: the strategy's elementwise tiles of 8 and
+subgroup_rows' rows), whichever keys are on.
 """
 
 from __future__ import annotations
+
+import re
 
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
@@ -29,6 +32,7 @@ from .subgroup_reads import share_subgroup_reads
 from .subgroup_rows import split_rows
 from .wide_buffers import widen_buffers
 
+_ARITH_2D = re.compile(r"= (?:arith|math)\.\w+ [^\n]*: vector<\d+x\d+x")
 # 2-d register tiles are accessed row by row (as the SPIR-V lowering does first anyway).
 _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
 
@@ -38,7 +42,9 @@ def rewrite(text: str, profile: dict) -> str:
     lanes = int(profile.get("subgroup_shared_reads", 0))
     keys = ("wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
             "subgroup_rows")
-    rows = int(profile.get("elementwise_rows_per_thread", 1)) > 1
+    # 2-d elementwise tiles come from elementwise_rows_per_thread, and on any device from grids past its workgroup
+    # count (strategy.choose gives each thread several rows): SPIR-V has no arithmetic on 2-d vectors.
+    rows = int(profile.get("elementwise_rows_per_thread", 1)) > 1 or _ARITH_2D.search(text) is not None
     if not (lanes or rows or any(profile.get(k) for k in keys)):
         return text
     with ir.Context(), ir.Location.unknown():
@@ -64,5 +70,6 @@ def rewrite(text: str, profile: dict) -> str:
         if profile.get("wide_buffers"):
             passmanager.PassManager.parse(_UNROLL).run(module.operation)
             changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"))
-            changed |= split_wide_vectors(gpu_module())
+        # Elementwise tiles of 8 and subgroup_rows' rows leave 8-element vectors, wider than SPIR-V's vec4.
+        changed |= split_wide_vectors(gpu_module())
         return str(gpu_module()) if changed else text

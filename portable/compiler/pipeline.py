@@ -110,7 +110,7 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
         gp = profile
-        if int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers") and \
+        if int(profile.get("elementwise_per_thread", 1)) > 4 and "vulkan" in targets and \
                 not plain_elementwise([g.target] + g.fused()):
             gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
         if "opencl" in targets and int(profile.get("matmul_k_tile", 0)) > 16:
@@ -121,6 +121,11 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
         s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
             s = strategy.choose(kind, dict(gp, matmul_promote_tile=None, matmul_promote_tiles=[]), g.kind)
+        if s.vectorize and kind.kind == "elementwise" and "vulkan" in targets and _rows_per_thread(s) > 1 and \
+                not row_tiles_ok([g.target] + g.fused()):
+            # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
+            # those 2-d tiles only where row_vectors.py unrolls them.
+            s = dataclasses.replace(s, vectorize=False)
         if plain:
             s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
                                     root_col_split=(0, 0, 1), promote_k=0)
@@ -129,6 +134,14 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
                   dump)
     return groups, splits, strategies
+
+
+def _rows_per_thread(s: strategy.Strategy) -> int:
+    """Product of a thread's tile over every loop but the innermost."""
+    n = 1
+    for t, th in zip(s.tile[:-1], s.threads[:-1]):
+        n *= t // th if th else max(t, 1)
+    return n
 
 
 def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
@@ -295,6 +308,8 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         if "vulkan" in targets:
             # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
             vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
+            if vk_asm != asm:
+                dump(f"{gname}-lanes", vk_asm)
             spirv, texels = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t),
                                                   access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")

@@ -1,4 +1,5 @@
-"""2-d elementwise thread tiles unrolled into their rows (CPU Vulkan drivers: lavapipe).
+"""2-d elementwise thread tiles unrolled into their rows (CPU Vulkan drivers: lavapipe; and any Vulkan device whose
+workgroup count a grid of rows passes, where strategy.choose gives each thread several rows).
 
 With `elementwise_rows_per_thread` (strategy.py) a thread of an elementwise kernel takes R rows of 8 columns, so
 an operand broadcast along the rows (a bias) is read once for R rows: on llvmpipe every buffer access is a loop
