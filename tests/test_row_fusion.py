@@ -188,6 +188,38 @@ def test_short_rows_run_serially(device, tmp_path, family, rows, cols, serial):
     assert sorted(exe.dispatches[0].grid) == [1, 1, rows // serial]
 
 
+@pytest.mark.parametrize("family", ["softmax", "layernorm"])
+def test_rows_past_the_workgroup_count_run_serially(device, tmp_path, family):
+    """More rows than the device's workgroup count (the Mali and Adreno profiles' 65535 against a batch of 65536
+    attention rows): each workgroup takes the fewest power-of-two rows that bring the grid within it, still one
+    kernel; rows no such power of two divides keep one kernel per op."""
+    g, shapes = BUILD[family](256, 96)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device),
+               max_workgroup_count=[64, 64, 64])
+    assert len(exe.kernels) == 1
+    assert sorted(exe.dispatches[0].grid) == [1, 1, 64]  # 4 rows per workgroup
+    g, shapes = BUILD[family](255, 96)
+    exe = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=_shared(device),
+               max_workgroup_count=[64, 64, 64])
+    assert len(exe.kernels) > 1
+
+
+@pytest.mark.parametrize("profile", ["amd-rdna2", "amd-rdna3", "intel-xe", "arm-mali-valhall", "arm-mali-bifrost",
+                                     "qualcomm-adreno-6xx", "qualcomm-adreno-7xx", "nvidia"])
+@pytest.mark.parametrize("family,rows,cols", [("softmax", 65536, 256), ("layernorm", 32768, 384),
+                                              ("layernorm", 4096, 1024)])
+def test_gpu_profiles_one_kernel(profile, family, rows, cols):
+    """Every GPU family's profile runs softmax and layernorm rows as one kernel, a workgroup per row (and rows one
+    after the other past the profile's workgroup count), for both APIs; compiled only (the kernels of these
+    profiles run on this host's drivers in the strategies conformance suite)."""
+    g, _ = BUILD[family](rows, cols)
+    opts = profiles.codegen_options(profiles.all_profiles()[profile])
+    for api in ("vulkan", "opencl"):
+        exe = compile_module(g.to_mlir(), opts, (api,))
+        assert len(exe.kernels) == 1, (api, len(exe.kernels))
+        assert np.prod(exe.dispatches[0].grid) <= opts.get("max_workgroup_count", [65535])[0]
+
+
 def test_serial_rows_fence_workgroup_memory_only():
     """The rows one workgroup takes were separate workgroups: no barrier of the nvidia profile's two-row softmax
     orders global memory (each row's output is written before the next row's barriers)."""

@@ -139,6 +139,9 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
         ranges = classify(chain[-1]).ranges
         rows = list(ranges[:-1])
         grid_ok = len(rows) <= 3 and all(r <= m for r, m in zip(reversed(rows), max_count))
+        long = [r for r in rows if r > 1]
+        if len(long) == 1 and long[0] > max_count[0]:  # one loop of rows: workgroups take several (serial_rows.py)
+            grid_ok = tiles.serial_rows(long[0], ranges[-1], 0, max_count[0]) is not None
         threads = tiles.row_threads(t, ranges[-1])
         return grid_ok and threads > 0 and shared_bytes(chain, threads) <= shared
 

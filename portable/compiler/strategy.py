@@ -148,8 +148,9 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         t = tiles.row_threads(int(profile["reduction_threads"]), kind.ranges[-1])
         sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
         rows = [r for r in kind.ranges[:-1] if r > 1]
-        serial = tiles.serial_rows(rows[0], kind.ranges[-1], int(profile.get("row_workgroup_columns", 0))) \
-            if len(rows) == 1 and t else 1
+        max_x = int(list(profile.get("max_workgroup_count", (65535,)))[0])
+        serial = (tiles.serial_rows(rows[0], kind.ranges[-1], int(profile.get("row_workgroup_columns", 0)),
+                                    max_x) or 1) if len(rows) == 1 and t else 1
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
                         subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0, serial_rows=serial)
     wg_red = _workgroup_reduction(kind, root, profile)

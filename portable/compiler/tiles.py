@@ -45,12 +45,18 @@ def row_threads(reduction_threads: int, cols: int) -> int:
 SERIAL_ROWS_MIN_GRID = 4096
 
 
-def serial_rows(rows: int, cols: int, min_columns: int) -> int:
+def serial_rows(rows: int, cols: int, min_columns: int, max_grid: int = 0) -> int:
     """Rows one workgroup of a row chain takes one after the other (serial_rows.py): the fewest, a power of two
     dividing `rows`, that cover `min_columns` columns together (the profile's `row_workgroup_columns`; 0: one
-    row), while rows / that stays at least SERIAL_ROWS_MIN_GRID."""
+    row), while rows / that stays at least SERIAL_ROWS_MIN_GRID; and at least enough that the grid of rows / that
+    workgroups stays within `max_grid` (the device's workgroup count; 0 if none applies, None if no such power of
+    two divides `rows`)."""
     r = 1
     while min_columns and r * cols < min_columns and rows % (2 * r) == 0 and rows // (2 * r) >= SERIAL_ROWS_MIN_GRID:
+        r *= 2
+    while max_grid and rows // r > max_grid:
+        if rows % (2 * r):
+            return None
         r *= 2
     return r
 
