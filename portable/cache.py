@@ -39,6 +39,8 @@ def _path(k: str) -> Path:
 
 
 def lookup(k: str) -> Executable | None:
+    if config.dump_dir() is not None:  # PORTABLE_DUMP asks for every stage: a cached executable has none to write
+        return None
     p = _path(k)
     if not p.exists():
         return None

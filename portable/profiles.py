@@ -75,10 +75,17 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
     limits = dict(profile.get("limits", {}))
     if info is not None:
         limits.update({k: v for k, v in info.limits.items() if v is not None})
-        cap = limits.get("max_workgroup_invocations")
-        if cap:
-            opts["workgroup_invocations"] = min(int(opts.get("workgroup_invocations", 64)), int(cap))
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))
+    # Workgroup limits the strategies check their tiles against (strategy.py, coop_staging.py); every thread count
+    # the profile asks for within the live device's invocations, as the largest power of two that fits.
+    for key in ("max_workgroup_invocations", "max_workgroup_size", "shared_memory_bytes"):
+        if limits.get(key):
+            opts[key] = tuple(limits[key]) if isinstance(limits[key], (list, tuple)) else int(limits[key])
+    cap = int(limits.get("max_workgroup_invocations") or 0)
+    for key in ("workgroup_invocations", "matmul_workgroup_invocations", "elementwise_workgroup_invocations",
+                "reduction_threads"):
+        if cap and int(opts.get(key) or 0) > cap:
+            opts[key] = 1 << (cap.bit_length() - 1)
     # Strategies that lay data over a subgroup's lanes need its real width (the live device's where known); a key
     # written for another width is off (llvmpipe's subgroup is 4, 8 or 16 lanes with the host's vector width).
     if limits.get("subgroup_size"):

@@ -133,6 +133,20 @@ def test_second_process_does_no_mlir_work(device, tmp_path):
     assert "COMPILES 0" in second.stdout and "MLIR_LOADED False" in second.stdout
 
 
+def test_dump_writes_stages_even_when_cached(device, tmp_path, monkeypatch):
+    """PORTABLE_DUMP=dir writes the MLIR of every stage and the kernel (SPIR-V disassembly or OpenCL C), also for a
+    graph the on-disk cache already holds: dumping compiles again rather than loading the cached executable."""
+    monkeypatch.setenv("PORTABLE_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = _ab()
+    portable.compile(ADD_MLIR, device)  # now cached
+    monkeypatch.setenv("PORTABLE_DUMP", str(tmp_path / "dump"))
+    out, = portable.compile(ADD_MLIR, device)(a, b)
+    np.testing.assert_allclose(out, a + b, rtol=1e-6)
+    files = sorted(p.name for p in (tmp_path / "dump").rglob("*") if p.is_file())
+    assert any(f.endswith("-input.mlir") for f in files) and any(f.endswith("-lower-kernels.mlir") for f in files)
+    assert any(f.endswith(".spvasm" if device.startswith("vulkan") else ".cl") for f in files), files
+
+
 def test_unsigned_inputs_share_signless_kernels(device):
     """MLIR integers are signless: a uint8 array runs through an i8 signature bit for bit."""
     src = """func.func @main(%a: tensor<6xi8>) -> tensor<6xi8> {

@@ -239,6 +239,29 @@ def test_codegen_options_clamp_to_a_smaller_live_device():
     assert opts["workgroup_invocations"] == 64 and opts["fp16"] is True and "Float16" in opts["spirv_caps"]
 
 
+@pytest.mark.parametrize("name", ["nvidia", "amd-rdna3", "intel-xe"])
+def test_kernels_fit_a_live_device_smaller_than_the_profile(name):
+    """Every thread count the profile asks for (rows, matmul, elementwise, promoted and cooperative tiles) stays
+    within the live device's invocations and shared memory, so the runtime never refuses a kernel the compiler
+    chose (a part of a family with a smaller limit than the profile's)."""
+    pytest.importorskip("torch_mlir", reason="the MLIR Python bindings (torch-mlir wheel) are not installed")
+    from portable.compiler.pipeline import compile_module
+    from portable.frontend.graph import Graph
+
+    prof = profiles.all_profiles()[name]
+    live = dataclasses.replace(info("small part", "x", 0), limits={"max_workgroup_invocations": 96,
+                                                               "max_workgroup_size": [96, 96, 64],
+                                                               "shared_memory_bytes": 16384})
+    opts = profiles.codegen_options(prof, live)
+    assert opts["reduction_threads"] <= 64 and opts["workgroup_invocations"] <= 64
+    g = Graph()
+    x = g.input((64, 4096))
+    g.output(g.softmax(x, axis=-1), g.matmul(g.input((1024, 1024)), g.input((1024, 1024))), g.add(x, x))
+    exe = compile_module(g.to_mlir(), opts, ("vulkan", "opencl"))
+    for k in exe.kernels:
+        assert int(np.prod(k.workgroup_size)) <= 96, k.workgroup_size
+
+
 @pytest.mark.parametrize("lanes", [4, 8, 16])
 def test_subgroup_layouts_follow_the_live_subgroup_size(lanes):
     """lavapipe's subgroup is as wide as the host's vectors: the strategies laid out over 8 lanes stay on only
