@@ -189,10 +189,9 @@ def test_nchw_conv_f16(device):
 @pytest.mark.parametrize("shape,k,stride,pad", [((1, 14, 14, 32), 1, 1, 0), ((2, 7, 5, 12), 1, 1, 0),
                                                 ((1, 8, 8, 16), 1, 2, 0), ((1, 6, 6, 8), 1, 1, 1),
                                                 ((1, 9, 9, 8), 3, 1, 1)])
-@pytest.mark.parametrize("view", [False, True])
-def test_nhwc_1x1_as_view(device, shape, k, stride, pad, view):
-    """NHWC (Graph) convolutions with conv_1x1_view (lavapipe): a 1x1 stride-1 unpadded one multiplies its input
-    viewed as (N*H*W, C), one kernel; strided, padded and 3x3 ones keep their gather kernel."""
+def test_nhwc_1x1_as_view(device, shape, k, stride, pad):
+    """NHWC (Graph) convolutions: a 1x1 stride-1 unpadded one multiplies its input viewed as (N*H*W, C), one
+    kernel; strided, padded and 3x3 ones keep their gather kernel."""
     n, h, w, c = shape
     f = 24
     g = portable.Graph()
@@ -200,11 +199,11 @@ def test_nhwc_1x1_as_view(device, shape, k, stride, pad, view):
     rng = np.random.default_rng(4)
     x, wt = rng.standard_normal(shape).astype(np.float32), rng.standard_normal((k, k, c, f)).astype(np.float32)
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_1x1_view=view)
+    opts = profiles.codegen_options(profiles.match(live.info), live.info)
     exe = compile_module(g.to_mlir(), opts, (live.info.api,))
     out, = portable.api.CompiledGraph(exe, live)(x, wt)
     ref = conv_ref(x.transpose(0, 3, 1, 2), wt.transpose(3, 2, 0, 1), None, stride, pad, 1, 1).transpose(0, 2, 3, 1)
     _check(out, ref)
     plain = (k, stride, pad) == (1, 1, 0)
     if opts.get("im2col_max_bytes"):
-        assert len(exe.kernels) == (1 if view and plain else 2)
+        assert len(exe.kernels) == (1 if plain else 2)

@@ -201,11 +201,12 @@ def _spatial(bh: ir.Value, bk: ir.Value, s: int, d: int, low: int) -> ir.Value:
                         _idx(low)).result
 
 
-def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int, view_1x1: bool = False) -> bool:
+def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
     """linalg.conv_2d_nhwc_hwcf -> patches gathered into an (N*OH*OW, KH*KW*C) matrix, times the filter as a
     (KH*KW*C, F) matrix (implicit padding folded into the gather). Skipped (False) when the patch matrix would
-    exceed `max_bytes`. With `view_1x1`, a 1x1 stride-1 unpadded convolution multiplies the input viewed as
-    (N*H*W, C): no gather kernel copies it."""
+    exceed `max_bytes`. A 1x1 stride-1 unpadded convolution multiplies the input viewed as (N*H*W, C): no gather
+    kernel copies it (H200, 8x56x56x64->256: 47.2 -> 29.1 us on Vulkan, 50.5 -> 30.5 on OpenCL;
+    benchmarks/results/h200/session20/conv_1x1_view.json)."""
     params = _nhwc_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
     if elem is None:
@@ -213,18 +214,18 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int, view_1x1: bool = Fal
     x, w, init = conv.operands[0], conv.operands[1], conv.operands[2]
     n, oh, ow, f = ir.RankedTensorType(conv.results[0].type).shape
     kh, kw, c, _ = ir.RankedTensorType(w.type).shape
-    if n * oh * ow * kh * kw * c * max(elem.width // 8, 1) > max_bytes:
-        return False
     sh, sw, dh, dw = params
     src, low = _zero_pad_source(x)
     src_t = ir.RankedTensorType(src.type)
     m = n * oh * ow
-    masked = low[1] or low[2] or src_t.shape[1] < (oh - 1) * sh + (kh - 1) * dh + 1 or \
-        src_t.shape[2] < (ow - 1) * sw + (kw - 1) * dw + 1
-    if view_1x1 and (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
+    if (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
         with ir.InsertionPoint(conv), conv.location:
             _matmul(conv, _collapse(x, [[0, 1, 2], [3]]), w, init, m, f, elem)
         return True
+    if n * oh * ow * kh * kw * c * max(elem.width // 8, 1) > max_bytes:
+        return False
+    masked = low[1] or low[2] or src_t.shape[1] < (oh - 1) * sh + (kh - 1) * dh + 1 or \
+        src_t.shape[2] < (ow - 1) * sw + (kw - 1) * dw + 1
     with ir.InsertionPoint(conv), conv.location:
         placeholder = tensor.EmptyOp([n, oh, ow, kh, kw, c], elem)
 
@@ -462,10 +463,9 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
         expand = back.operation
 
 
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int, view_1x1: bool = False) -> None:
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
-    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
-    `view_1x1`: NHWC 1x1 stride-1 convolutions read their input as the matrix (nhwc_conv_to_matmul)."""
+    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes."""
     # Convolutions found first: rewriting one erases ops (its init, its consumers) that a live walk would visit.
     convs = []
     for op in func_op.regions[0].blocks[0].operations:
@@ -483,7 +483,7 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int, view_1x1: bool = Fals
                 if isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.expand_shape":
                     sink_expand(v.owner.operation)
                     break
-        nhwc_conv_to_matmul(conv, max_bytes, view_1x1) or nchw_conv_to_matmul(conv, max_bytes)
+        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \

@@ -172,8 +172,8 @@ def _zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:
     return x, [0] * rank
 
 
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int, view_1x1: bool = False) -> None:
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
     """Convolutions as im2col + matmul where the patch matrix fits `max_bytes` (conv_gemm.py)."""
     from .conv_gemm import convs_to_matmul as run
 
-    run(func_op, max_bytes, view_1x1)
+    run(func_op, max_bytes)

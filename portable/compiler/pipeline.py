@@ -203,8 +203,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
         insert_slices_to_generics(public_func(module))
         if profile.get("im2col_max_bytes", 0):
-            gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]),
-                                    bool(profile.get("conv_1x1_view")))
+            gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
                        recompute=bool(profile.get("reduction_threads")))
         arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))
