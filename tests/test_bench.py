@@ -168,6 +168,15 @@ def test_targets_section_marks_misses_with_their_reasons():
     slow = rows[("matmul within 3x of numpy", "matmul_1024_f32")]
     assert "0.20x numpy" in slow and "**no**" in slow and "no reason recorded" in slow
     assert targets.section(result, dict(dev, profile="generic"), report.index(result), report._ms, where) == []
+    # A peer that failed a workload leaves its target unjudged, and the row says so instead of vanishing.
+    result["workloads"]["cpu"]["matmul_4096_f16"] = dict(w, bound="compute")
+    result["results"] += [rec("portable", "opencl:0", "matmul_4096_f16", 1.0),
+                          {"peer": "tinygrad", "device": "opencl:0", "size_class": "cpu", "workload": "matmul_4096_f16",
+                           "status": "error", "stage": "prepare"}]
+    rows = {(r.split(" | ")[0][2:], r.split(" | ")[1]): r for r in
+            targets.section(result, dev, report.index(result), report._ms, where)[4:]}
+    assert "not judged | tinygrad has no time here (error at prepare)" in \
+        rows[(">= 2x tinygrad on every workload", "matmul_4096_f16")]
 
 
 def test_bandwidth_miss_states_the_floor_this_runs_copies_fit():

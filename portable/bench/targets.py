@@ -105,6 +105,10 @@ def section(result: dict, dev: dict, idx: dict, ms, where: dict) -> list[str]:
                 continue
             frac = fraction_of_peak(dev["name"], w, mine / 1e3) if rule.peer == "peak" else None
             fig = rule.figure(mine, theirs, frac)
+            if fig is None and rule.peer != "peak":  # the peer has no time here: say so rather than drop the row
+                status = f"{theirs_rec.get('status')} at {theirs_rec.get('stage', 'run')}" if theirs_rec else "not run"
+                lines.append(f"| {rule.what} | {wid} | — | not judged | {rule.peer} has no time here ({status}) |")
+                continue
             if fig is None:
                 continue
             shown = f"{100 * fig:.1f}% ({key})" if rule.peer == "peak" else f"{fig:.2f}x {rule.peer} ({key})"
