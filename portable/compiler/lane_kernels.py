@@ -69,7 +69,9 @@ def rewrite(text: str, profile: dict) -> str:
             changed |= share_subgroup_reads(gpu_module(), lanes)
         if profile.get("wide_buffers"):
             passmanager.PassManager.parse(_UNROLL).run(module.operation)
-            changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"))
+            caps = profile.get("spirv_caps", ())
+            narrow = tuple(t for t, cap in (("f16", "Float16"), ("i16", "Int16")) if cap in caps)
+            changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"), narrow=narrow)
         # Elementwise tiles of 8 and subgroup_rows' rows leave 8-element vectors, wider than SPIR-V's vec4.
         changed |= split_wide_vectors(gpu_module())
         return str(gpu_module()) if changed else text

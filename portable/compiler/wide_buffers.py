@@ -5,7 +5,9 @@ llvmpipe (Mesa 22.3) loads and stores buffer memory one SIMD lane and one vector
 bounds check: a vec4 of 32-bit values costs four element accesses per lane, the same 16 bytes as a vec2 of 64-bit
 values two. A buffer is retyped only when every access to it is a 1-d in-bounds transfer of 4 (or every one of 8)
 32-bit elements along the innermost dim at an index provably a multiple of that, or a scalar load (then a vector
-load and an extract); the bytes the runtime binds stay the same.
+load and an extract); the bytes the runtime binds stay the same. 16-bit elements likewise, 4 to an i64 (where the
+kernel computes on them natively): an f16 matmul's operands were read one half per lane and component (matmul
+512^3 f16, device-only CPU ms, 2026-12-01, host busy: 37.5 / 44.5 -> 21.6 / 25.1).
 
 Measured on lavapipe (CPU ms, 2026-11-30): add 4 Mi f32 10.3 -> 8.3; bmm 8x256x64 @ 8x64x256 5.7 -> 5.1; conv 1x1
 1x56x56x64->256 9.5 -> 8.6.
@@ -24,10 +26,11 @@ from .mlir import arith, ir, memref, vector
 _XFER = ("vector.transfer_read", "vector.transfer_write")
 
 
-def widen_buffers(gpu_module: ir.Operation, stores: bool = True) -> bool:
+def widen_buffers(gpu_module: ir.Operation, stores: bool = True, narrow: tuple[str, ...] = ()) -> bool:
     """Retype the eligible buffer arguments of every gpu.func in `gpu_module`, in place; whether any changed.
     Transfers must be 1-d already (lane_kernels.py unrolls them). stores=False: only buffers the kernel never
-    writes."""
+    writes. `narrow`: the 16-bit element types ("f16", "i16") the kernel may compute on natively (then their
+    buffers are widened too; storage-only ones are converted element by element, codegen_spirv/f16_storage.py)."""
     changed = False
     for fn in gpu_module.regions[0].blocks[0].operations:
         if fn.operation.name != "gpu.func":
@@ -37,7 +40,7 @@ def widen_buffers(gpu_module: ir.Operation, stores: bool = True) -> bool:
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         inputs = list(ftype.inputs)
         for i, arg in enumerate(list(entry.arguments)[:len(inputs)]):
-            new = _retyped(fn, arg, stores)
+            new = _retyped(fn, arg, stores, narrow)
             if new is not None:
                 inputs[i] = new
                 changed = True
@@ -75,12 +78,14 @@ def _width(op: ir.Operation) -> int:
     return vt.shape[0] if multiple_of(_indices(op)[-1], vt.shape[0]) else 0
 
 
-def _retyped(fn: ir.Operation, buf: ir.Value, stores: bool) -> ir.Type | None:
+def _retyped(fn: ir.Operation, buf: ir.Value, stores: bool, narrow: tuple[str, ...]) -> ir.Type | None:
     t = buf.type
     if not isinstance(t, ir.MemRefType) or not t.has_static_shape or t.rank == 0:
         return None
     elem = t.element_type
-    if not (isinstance(elem, ir.F32Type) or isinstance(elem, ir.IntegerType) and elem.width == 32):
+    bits = 32 if isinstance(elem, ir.F32Type) else 16 if isinstance(elem, ir.F16Type) and "f16" in narrow else \
+        elem.width if isinstance(elem, ir.IntegerType) and (elem.width == 32 or "i16" in narrow) else 0
+    if bits not in (16, 32):
         return None
     users = [u.owner for u in buf.uses]
     if not stores and any(u.name == "vector.transfer_write" for u in users):
@@ -97,7 +102,7 @@ def _retyped(fn: ir.Operation, buf: ir.Value, stores: bool) -> ir.Type | None:
     if len(widths) != 1 or 0 in widths or t.shape[-1] % min(widths):
         return None
     width = widths.pop()
-    words = ir.VectorType.get([width // 2], ir.IntegerType.get_signless(64))
+    words = ir.VectorType.get([width * bits // 64], ir.IntegerType.get_signless(64))
     new_t = grouped_memref(t, width, words)
     if new_t is None:
         return None
