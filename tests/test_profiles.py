@@ -62,6 +62,19 @@ def test_every_file_loads_with_its_sections():
     assert set(profiles.all_profiles()) == {p.stem for p in files}
 
 
+@pytest.mark.parametrize("name", ["nvidia", "lavapipe", "pocl"])
+def test_driver_profiles_state_every_limit(name):
+    """The NVIDIA, lavapipe and PoCL profiles state the same limits as the family profiles (read on the H200 and on
+    this host's drivers) and list their quirks."""
+    lim = profiles.all_profiles()[name]["limits"]
+    for key in ("subgroup_size", "subgroup_sizes", "max_workgroup_invocations", "max_workgroup_size",
+                "shared_memory_bytes", "max_storage_buffer_range", "max_workgroup_count", "fp16", "int8", "int64",
+                "storage_buffer_16bit", "storage_buffer_8bit", "cooperative_matrix", "preferred_vector_width"):
+        assert key in lim, f"{name}: [limits] lacks {key}"
+    assert lim["subgroup_size"] in lim["subgroup_sizes"]
+    assert profiles.all_profiles()[name].get("quirks"), f"{name}: no quirks listed"
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_family_profiles_are_complete(name):
     """The GPU-family profiles state every limit the issue asks for, tell families of one vendor apart by
