@@ -264,7 +264,7 @@ def test_kernels_fit_a_live_device_smaller_than_the_profile(name):
     prof = profiles.all_profiles()[name]
     live = dataclasses.replace(info("small part", "x", 0), limits={"max_workgroup_invocations": 96,
                                                                "max_workgroup_size": [96, 96, 64],
-                                                               "shared_memory_bytes": 16384})
+                                                               "shared_memory_bytes": 8192})
     opts = profiles.codegen_options(prof, live)
     assert opts["reduction_threads"] <= 64 and opts["workgroup_invocations"] <= 64
     g = Graph()
@@ -273,6 +273,13 @@ def test_kernels_fit_a_live_device_smaller_than_the_profile(name):
     exe = compile_module(g.to_mlir(), opts, ("vulkan", "opencl"))
     for k in exe.kernels:
         assert int(np.prod(k.workgroup_size)) <= 96, k.workgroup_size
+    # Shared memory alone: promoted tiles ([64, 64] x K 32 of f32 is 16 KiB) are not taken on an 8 KiB part.
+    g = Graph()
+    g.output(g.matmul(g.input((1024, 1024)), g.input((1024, 1024))))
+    small = profiles.codegen_options(prof, dataclasses.replace(live, limits={"shared_memory_bytes": 8192}))
+    big = profiles.codegen_options(prof, dataclasses.replace(live, limits={"shared_memory_bytes": 65536}))
+    assert "barrier" in compile_module(g.to_mlir(), big, ("opencl",)).kernels[0].opencl
+    assert "barrier" not in compile_module(g.to_mlir(), small, ("opencl",)).kernels[0].opencl
 
 
 @pytest.mark.parametrize("lanes", [4, 8, 16])

@@ -305,10 +305,13 @@ def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strate
 
 
 def _promotable(kind: OpKind, profile: dict, wm: int, wn: int, tm: int, tn: int) -> bool:
-    """Tiles divide the loops, K steps are whole vectors, and the threads fit the device's workgroup limits."""
+    """Tiles divide the loops, K steps are whole vectors, and the threads and the two f32 operand tiles fit the
+    device's workgroup limits and shared memory."""
     m, n, k = kind.ranges
     kt = int(profile.get("matmul_promote_k", 16))
     if m % wm or n % wn or k % kt or kt % 4 or wm % tm or wn % tn or tn not in (1, 2, 4):
+        return False
+    if (wm + wn) * kt * 4 > int(profile.get("shared_memory_bytes", 16384)):
         return False
     rows, cols = wm // tm, wn // tn
     max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
