@@ -95,9 +95,11 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     if plain:
         profile = dict(profile, row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
     groups = dispatch.form_groups(public_func(module), profile)
-    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
+    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops; so does
+    # an elementwise one along a single loop whose grid would pass the device's workgroup count in x.
     groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
-                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
+                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT),
+                                        lambda g: _grid_bytes(g, profile))
     strategies = []
     for g in groups:
         t = classify(g.target)
@@ -134,6 +136,23 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
                   dump)
     return groups, splits, strategies
+
+
+def _grid_bytes(g: dispatch.Group, profile: dict) -> tuple[int, int]:
+    """For an elementwise group along one loop (a 1-d add): the bytes of its narrowest tensor that one dispatch
+    covers within the device's workgroup count in x, a vector per thread, and the elements of one workgroup's
+    tile, which chunks are a multiple of ((0, 1): no such limit applies). Past it, strategy.choose would give
+    each thread several vectors' worth of elements, which then run scalar (Mali, Adreno and Intel count 65535
+    workgroups: 32 Mi floats at 128 threads x 4)."""
+    t = classify(g.target)
+    if t.kind != "elementwise" or len([r for r in t.ranges if r > 1]) != 1:
+        return 0, 1
+    per_wg = int(profile.get("elementwise_workgroup_invocations", profile.get("workgroup_invocations", 64))) * \
+        int(profile.get("elementwise_per_thread", 1))
+    ops = [g.target] + g.fused()
+    widths = [split.nbytes(ir.RankedTensorType.get([1], ir.ShapedType(v.type).element_type))
+              for op in ops for v in list(op.operands) + list(op.results) if isinstance(v.type, ir.RankedTensorType)]
+    return int(list(profile.get("max_workgroup_count", (65535,)))[0]) * per_wg * min(widths or [4]), per_wg
 
 
 def _rows_per_thread(s: strategy.Strategy) -> int:
