@@ -45,7 +45,7 @@ def row_threads(reduction_threads: int, cols: int) -> int:
 SERIAL_ROWS_MIN_GRID = 4096
 
 
-def serial_rows(rows: int, cols: int, min_columns: int, max_grid: int = 0) -> int:
+def serial_rows(rows: int, cols: int, min_columns: int, max_grid: int = 0) -> int | None:
     """Rows one workgroup of a row chain takes one after the other (serial_rows.py): the fewest, a power of two
     dividing `rows`, that cover `min_columns` columns together (the profile's `row_workgroup_columns`; 0: one
     row), while rows / that stays at least SERIAL_ROWS_MIN_GRID; and at least enough that the grid of rows / that

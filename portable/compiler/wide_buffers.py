@@ -1,5 +1,5 @@
-"""Kernel buffers read and written 128 or 256 bits at a time become arrays of vector<2xi64> or vector<4xi64>
-(CPU Vulkan drivers: lavapipe).
+"""Kernel buffers read and written 64, 128 or 256 bits at a time become arrays of vector<1xi64>, vector<2xi64> or
+vector<4xi64> (CPU Vulkan drivers: lavapipe).
 
 llvmpipe (Mesa 22.3) loads and stores buffer memory one SIMD lane and one vector component at a time, each with a
 bounds check: a vec4 of 32-bit values costs four element accesses per lane, the same 16 bytes as a vec2 of 64-bit
