@@ -334,7 +334,7 @@ def test_promoted_tile_candidates_keep_the_gpu_busy(mnk, expected):
     from portable.compiler.strategy import choose
 
     profile = {"vectorize": True, "matmul_promote_tiles": [[128, 64, 16, 4], [64, 64, 8, 4]],
-               "matmul_promote_min_workgroups": 264, "matmul_promote_k": 32}
+               "matmul_promote_min_workgroups": 264, "matmul_promote_k": 32, "shared_memory_bytes": 49152}
     kind = OpKind("matmul", mnk, ("parallel", "parallel", "reduction"), contiguous_b=True)
     s = choose(kind, profile, kind)
     if expected is None:
