@@ -67,9 +67,9 @@ def rewrite(text: str, profile: dict) -> str:
                                   int(profile.get("subgroup_row_columns", 1024)))
         if lanes:
             changed |= share_subgroup_reads(gpu_module(), lanes)
-        if profile.get("wide_buffers"):
+        caps = profile.get("spirv_caps", ())
+        if profile.get("wide_buffers") and "Int64" in caps:  # the wide elements are 64-bit integers
             passmanager.PassManager.parse(_UNROLL).run(module.operation)
-            caps = profile.get("spirv_caps", ())
             narrow = tuple(t for t, cap in (("f16", "Float16"), ("i16", "Int16")) if cap in caps)
             changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"), narrow=narrow)
         # Elementwise tiles of 8 and subgroup_rows' rows leave 8-element vectors, wider than SPIR-V's vec4.
