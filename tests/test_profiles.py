@@ -254,7 +254,7 @@ def test_codegen_options_clamp_to_a_smaller_live_device():
 
 @pytest.mark.parametrize("name", ["nvidia", "amd-rdna3", "intel-xe"])
 def test_kernels_fit_a_live_device_smaller_than_the_profile(name):
-    """Every thread count the profile asks for (rows, matmul, elementwise, promoted and cooperative tiles) stays
+    """Every thread count the profile asks for (rows, matmul, elementwise, promoted tiles) stays
     within the live device's invocations and shared memory, so the runtime never refuses a kernel the compiler
     chose (a part of a family with a smaller limit than the profile's)."""
     pytest.importorskip("torch_mlir", reason="the MLIR Python bindings (torch-mlir wheel) are not installed")
