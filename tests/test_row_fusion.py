@@ -220,6 +220,19 @@ def test_gpu_profiles_one_kernel(profile, family, rows, cols):
         assert np.prod(exe.dispatches[0].grid) <= opts.get("max_workgroup_count", [65535])[0]
 
 
+@pytest.mark.parametrize("profile,in_registers", [("amd-rdna2", True), ("amd-rdna3", True), ("intel-xe", True),
+                                                  ("nvidia", True), ("arm-mali-valhall", False),
+                                                  ("qualcomm-adreno-7xx", False)])
+def test_gpu_profiles_keep_rows_in_registers(profile, in_registers):
+    """AMD, Intel and NVIDIA keep a layernorm row's values in registers between its reductions (row_registers:
+    no workgroup-memory array as long as the row); Mali and Adreno, with fewer registers per thread, keep the
+    row in workgroup memory."""
+    g, _ = BUILD["layernorm"](64, 4096)
+    exe = compile_module(g.to_mlir(), profiles.codegen_options(profiles.all_profiles()[profile]), ("opencl",))
+    assert len(exe.kernels) == 1
+    assert (re.search(r"__local float \w+\[4096\]", exe.kernels[0].opencl) is None) == in_registers
+
+
 def test_serial_rows_fence_workgroup_memory_only():
     """The rows one workgroup takes were separate workgroups: no barrier of the nvidia profile's two-row softmax
     orders global memory (each row's output is written before the next row's barriers)."""
