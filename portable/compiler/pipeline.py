@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
+
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
@@ -112,7 +114,7 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
         gp = profile
-        if int(profile.get("elementwise_per_thread", 1)) > 4 and "vulkan" in targets and \
+        if int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers") and \
                 not plain_elementwise([g.target] + g.fused()):
             gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
         if "opencl" in targets and int(profile.get("matmul_k_tile", 0)) > 16:
@@ -149,9 +151,9 @@ def _grid_bytes(g: dispatch.Group, profile: dict) -> tuple[int, int]:
         return 0, 1
     per_wg = int(profile.get("elementwise_workgroup_invocations", profile.get("workgroup_invocations", 64))) * \
         int(profile.get("elementwise_per_thread", 1))
-    ops = [g.target] + g.fused()
-    widths = [split.nbytes(ir.RankedTensorType.get([1], ir.ShapedType(v.type).element_type))
-              for op in ops for v in list(op.operands) + list(op.results) if isinstance(v.type, ir.RankedTensorType)]
+    widths = [np.dtype(plan.numpy_dtype(ir.RankedTensorType(v.type).element_type)).itemsize
+              for op in [g.target] + g.fused() for v in list(op.operands) + list(op.results)
+              if isinstance(v.type, ir.RankedTensorType)]
     return int(list(profile.get("max_workgroup_count", (65535,)))[0]) * per_wg * min(widths or [4]), per_wg
 
 
