@@ -29,7 +29,9 @@ class Device:
 
     def __str__(self) -> str:
         i = self.info
-        return f"{i.uri:10s} {i.name} | driver {i.driver} {i.driver_version} | {i.device_type} | profile {self.profile}"
+        # The PCI ids profiles are matched by (device 0000 where the driver reports none).
+        return (f"{i.uri:10s} {i.name} | driver {i.driver} {i.driver_version} | {i.device_type} | "
+                f"id {i.vendor_id:04x}:{i.device_id:04x} | profile {self.profile}")
 
 
 def _enumerate(api: str) -> tuple[list[DeviceInfo], list[str]]:

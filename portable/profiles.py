@@ -25,6 +25,11 @@ def all_profiles() -> dict[str, dict]:
     return out
 
 
+# A device id (PCI id) listed by a profile outranks any device name found: ids are exact, while a name can be
+# generic ("AMD Radeon(TM) Graphics") or extend another ("Mali-G71" in "Mali-G710").
+DEVICE_ID_SCORE = 1 << 16
+
+
 def _as_list(v) -> list:
     return v if isinstance(v, list) else [v]
 
@@ -49,16 +54,20 @@ def match_score(m: dict, info: DeviceInfo) -> int | None:
     driver_ok = "driver" in m and any(d.lower() in info.driver.lower() for d in _as_list(m["driver"]))
     if not (vendor_ok or driver_ok):
         return None
+    if vendor_ok and info.device_id and info.device_id in _as_list(m.get("device_id", [])):
+        return DEVICE_ID_SCORE
     return _device_name_score(m, info.name)
 
 
 def match(info: DeviceInfo) -> dict:
     """The profile for a live device: all given match keys must agree; unknown hardware gets 'generic'.
 
-    `api` must list the device's API; `vendor_id` or `driver` (a substring of the driver name) must agree; and where
-    a profile gives `device_name` (substrings of the device name; families of one vendor are told apart by it), one
-    of them must occur in the name. Several profiles can agree when one name extends another ("Mali-G71" is in
-    "Mali-G710"): the longest `device_name` found wins, and among equals (profiles without `device_name`) the first.
+    `api` must list the device's API; `vendor_id` or `driver` (a substring of the driver name) must agree. Then a
+    profile whose `device_id` list holds the device's PCI id (with its `vendor_id` agreeing) is the match. Failing
+    that, where a profile gives `device_name` (substrings of the device name; families of one vendor are told apart
+    by it), one of them must occur in the name; an id missing from the lists (a part newer than them) still matches
+    by name. Several profiles can agree when one name extends another ("Mali-G71" is in "Mali-G710"): the longest
+    `device_name` found wins, and among equals (profiles without `device_name`) the first.
     """
     best, best_score = None, -1
     for prof in all_profiles().values():

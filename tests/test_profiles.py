@@ -27,7 +27,7 @@ LIMIT_TYPES = {"subgroup_size": INT, "shared_memory_bytes": INT, "max_workgroup_
 CODEGEN_TYPES = {"workgroup_invocations": INT, "matmul_workgroup_invocations": INT, "elementwise_per_thread": INT,
                  "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR,
                  "texel_reads": BOOL}
-MATCH_KEYS = {"api", "vendor_id", "driver", "device_name"}
+MATCH_KEYS = {"api", "vendor_id", "driver", "device_name", "device_id"}
 # SPIR-V version -> the spirv-val environment of the Vulkan version that first requires accepting it.
 TARGET_ENV = {"v1.0": "vulkan1.0", "v1.3": "vulkan1.1", "v1.5": "vulkan1.2", "v1.6": "vulkan1.3"}
 
@@ -179,6 +179,20 @@ CASES = [
           api="opencl", device_type="cpu"), "pocl"),
     (info("cpu-haswell-12th Gen Intel(R) Core(TM) i7-1260P", "Portable Computing Language", 0x8086, api="opencl",
           device_type="cpu"), "pocl"),
+    # PCI device ids place parts whose names cannot: Windows' "AMD Radeon(TM) Graphics" iGPUs, NEO's
+    # "Intel(R) Graphics"; an id outside every list (Renoir's Vega, Meteor Lake's Arc) stays generic, an id no
+    # list knows yet still matches by name, and an id counts only with its profile's vendor id
+    (info("AMD Radeon(TM) Graphics", "AMD proprietary driver", 0x1002, device_id=0x164E), "amd-rdna2"),
+    (info("AMD Radeon(TM) Graphics", "AMD proprietary driver", 0x1002, device_id=0x15BF), "amd-rdna3"),
+    (info("AMD Radeon(TM) Graphics", "AMD Accelerated Parallel Processing", 0x1002, api="opencl",
+          device_id=0x150E), "amd-rdna3"),
+    (info("AMD Radeon(TM) Graphics", "AMD proprietary driver", 0x1002, device_id=0x1636), "generic"),
+    (info("AMD Radeon RX 7900 XTX (RADV NAVI31)", "radv", 0x1002, device_id=0x7FFF), "amd-rdna3"),
+    (info("Intel(R) Graphics", "Intel Corporation", 0x8086, device_id=0xA7A0), "intel-xe"),
+    (info("Intel(R) Graphics", "Intel(R) OpenCL Graphics", 0x8086, api="opencl", device_id=0x46D1), "intel-xe"),
+    (info("Intel(R) Arc(TM) Graphics", "Intel(R) OpenCL Graphics", 0x8086, api="opencl", device_id=0x7D55),
+     "generic"),
+    (info("Intel(R) Graphics", "Intel(R) OpenCL Graphics", 0x1234, api="opencl", device_id=0x46D1), "generic"),
     (info("PowerVR B-Series BXM-8-256", "PowerVR B-Series Vulkan Driver", 0x1010), "generic"),
     (info("Some Future GPU", "mystery", 0xABCD), "generic"),
     (info("Some Future GPU", "mystery", 0xABCD, api="opencl"), "generic"),
@@ -200,6 +214,26 @@ def test_every_family_is_reachable_on_both_apis():
 def test_device_name_needs_vendor_or_driver():
     """device_name alone never matches: a Mali name on a non-Arm vendor and driver stays generic."""
     assert profiles.match(info("Mali-G710", "mystery", 0xABCD))["name"] == "generic"
+
+
+def test_device_ids_name_one_profile_each():
+    """Every listed PCI id is an integer in one profile only, and a device reporting it (whatever its name) gets
+    that profile."""
+    owner = {}
+    for name, prof in profiles.all_profiles().items():
+        m = prof.get("match", {})
+        ids = m.get("device_id", [])
+        if not ids:
+            continue
+        assert "vendor_id" in m, f"{name}: device ids without a vendor id"
+        vendor = m["vendor_id"][0] if isinstance(m["vendor_id"], list) else m["vendor_id"]
+        for i in ids:
+            assert isinstance(i, int) and 0 < i <= 0xFFFF, f"{name}: device id {i!r} is not a 16-bit PCI id"
+            assert owner.setdefault(i, name) == name, f"{i:#06x} is in {owner[i]} and {name}"
+            for api in m["api"]:
+                dev = info("Unnamed GPU", "unknown driver", vendor, api=api, device_id=i)
+                assert profiles.match(dev)["name"] == name, f"{name}: {api} device {i:#06x}"
+    assert {owner[i] for i in owner} == {"amd-rdna2", "amd-rdna3", "intel-xe"}
 
 
 def test_live_devices_keep_their_profiles():

@@ -115,6 +115,28 @@ def test_discovery_finds_pocl() -> None:
     assert "PoCL" in pocl[0].driver_version
 
 
+def test_device_ids_come_from_the_vendor_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AMD and Intel report the PCI device id through their attribute-query extensions (what profiles.match reads
+    first); without either the id is 0 and the device is matched by name. The raw query itself reads a real
+    property from each live driver: its vendor id, as pyopencl reports it."""
+    from portable.runtime_cl.clapi import device_info_uint
+
+    asked = []
+    monkeypatch.setattr(discovery, "device_info_uint", lambda dev, param: asked.append(param) or 0x46A6)
+    assert discovery._device_id(object(), ["cl_intel_device_attribute_query"]) == 0x46A6
+    assert discovery._device_id(object(), ["cl_amd_device_attribute_query", "cl_khr_fp16"]) == 0x46A6
+    assert discovery._device_id(object(), ["cl_khr_fp16"]) == 0
+    assert asked == [0x4251, 0x4034]
+    monkeypatch.undo()
+    if not DEVICES:
+        pytest.skip(NO_DEVICE)
+    for found in discovery.discover()[0]:
+        assert device_info_uint(found.device, 0x1001) == found.info.vendor_id  # CL_DEVICE_VENDOR_ID
+        if not {"cl_amd_device_attribute_query", "cl_intel_device_attribute_query"} & set(
+                found.info.limits["extensions"]):
+            assert found.info.device_id == 0
+
+
 def test_discovery_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     if discovery.cl is None:
         pytest.skip("pyopencl is not installed")

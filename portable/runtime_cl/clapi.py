@@ -6,6 +6,9 @@ import failure is kept as a reason instead of being raised here.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+from functools import lru_cache
 from typing import Any
 
 try:
@@ -35,3 +38,36 @@ def program_from_binary(context: Any, device: Any, binary: bytes) -> Any:
 def program_binary(program: Any) -> bytes:
     """The driver binary of a built single-device program."""
     return bytes(program.get_info(cl.program_info.BINARIES)[0])
+
+
+@lru_cache(maxsize=1)
+def opencl_library() -> ctypes.CDLL | None:
+    """The OpenCL ICD loader pyopencl itself loaded (its wheels bundle one), else the system's: for the entry
+    points and queries pyopencl does not wrap."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "libOpenCL" in line and line.rstrip().endswith((".so", ".1", ".0")):
+                    return ctypes.CDLL(line.split()[-1])
+    except OSError:
+        pass
+    try:
+        name = ctypes.util.find_library("OpenCL")
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+def device_info_uint(device: Any, param: int) -> int | None:
+    """A cl_uint device property by its raw enum (vendor queries pyopencl has no name for); None when the
+    driver does not answer it."""
+    lib = opencl_library()
+    if lib is None:
+        return None
+    value = ctypes.c_uint32(0)
+    info = lib.clGetDeviceInfo
+    info.restype = ctypes.c_int32
+    info.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p,
+                     ctypes.POINTER(ctypes.c_size_t)]  # as runtime_cl/cmdbuf.py sets them
+    status = info(ctypes.c_void_p(device.int_ptr), param, ctypes.sizeof(value), ctypes.byref(value), None)
+    return int(value.value) if status == 0 else None

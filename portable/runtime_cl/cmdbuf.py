@@ -9,12 +9,11 @@ runtime enqueues kernels with preset arguments instead.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from .clapi import cl
+from .clapi import cl, opencl_library
 
 EXTENSION = "cl_khr_command_buffer"
 _CAPABILITIES = 0x12A9  # CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR
@@ -27,19 +26,6 @@ PENDING_RETRY_S = 1.0
 
 _vp, _u32, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
 _size_p = ctypes.POINTER(ctypes.c_size_t)
-
-
-def _library() -> ctypes.CDLL | None:
-    """The OpenCL ICD loader pyopencl itself loaded (its wheels bundle one), else the system's."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "libOpenCL" in line and line.rstrip().endswith((".so", ".1", ".0")):
-                    return ctypes.CDLL(line.split()[-1])
-    except OSError:
-        pass
-    name = ctypes.util.find_library("OpenCL")
-    return ctypes.CDLL(name) if name else None
 
 
 class CommandBufferError(RuntimeError):
@@ -63,7 +49,7 @@ class CommandBufferApi:
         if cl is None or EXTENSION not in (getattr(device, "extensions", "") or "").split():
             return None
         try:
-            lib = _library()
+            lib = opencl_library()
             if lib is None:
                 return None
             return cls(lib, platform, device)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import DeviceInfo
-from .clapi import IMPORT_ERROR, cl
+from .clapi import IMPORT_ERROR, cl, device_info_uint
 from .errors import translate
 
 # OpenCL has no limit on workgroup counts per dimension; size_t-sized global sizes in practice. The
@@ -15,6 +15,9 @@ _NO_COUNT_LIMIT = (2**31 - 1,) * 3
 
 # Intel's CL_DEVICE_SUB_GROUP_SIZES_INTEL; pyopencl has no name for it and may refuse the raw query.
 _SUB_GROUP_SIZES_INTEL = 0x4108
+# The PCI device id, where a vendor extension reports it (cl_ext.h): what profiles.match reads first.
+_DEVICE_ID_QUERIES = (("cl_amd_device_attribute_query", 0x4034),   # CL_DEVICE_PCIE_ID_AMD
+                      ("cl_intel_device_attribute_query", 0x4251))  # CL_DEVICE_ID_INTEL
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,17 @@ def _subgroup_size(device: Any, extensions: list[str]) -> int | None:
     return None
 
 
+def _device_id(device: Any, extensions: list[str]) -> int:
+    """The PCI device id (0 where no vendor extension reports it: core OpenCL has no such query)."""
+    for ext, param in _DEVICE_ID_QUERIES:
+        if ext in extensions:
+            try:
+                return device_info_uint(device, param) or 0
+            except Exception:  # a loader without clGetDeviceInfo through ctypes: the name still matches
+                return 0
+    return 0
+
+
 def _device_type(device: Any) -> str:
     kind = int(device.type)
     if kind & cl.device_type.GPU:
@@ -71,7 +85,7 @@ def _describe(index: int, platform: Any, device: Any) -> FoundDevice:
         driver=platform.name.strip(),
         driver_version=f"{_query(device, 'driver_version', '').strip()} ({platform.version.strip()})",
         vendor_id=int(_query(device, "vendor_id", 0) or 0),
-        device_id=0,  # OpenCL has no portable PCI device id query
+        device_id=_device_id(device, extensions),
         device_type=_device_type(device),
         limits={
             "max_workgroup_size": tuple(int(s) for s in item_sizes),
