@@ -142,4 +142,12 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
             caps.append("CooperativeMatrixKHR")
             exts.append("SPV_KHR_cooperative_matrix")
     opts["spirv_caps"], opts["spirv_exts"] = caps, exts
+    # Reductions by the device's own subgroup reduction (compiler/subgroup_reduce.py, "varying") only where the live
+    # device has it: Vulkan's subgroup arithmetic in compute, OpenCL's sub_group_* built-ins.
+    if info is not None and opts.get("subgroup_reduce") == "varying":
+        if info.api == "vulkan" and info.limits.get("subgroup_arithmetic") is False:
+            opts["subgroup_reduce"] = False
+        if info.api == "opencl":
+            opts["opencl_subgroups"] = bool(opts.get("opencl_subgroups")) and bool(
+                {"cl_khr_subgroups", "cl_intel_subgroups"} & set(info.limits.get("extensions") or ()))
     return opts

@@ -26,7 +26,7 @@ LIMIT_TYPES = {"subgroup_size": INT, "shared_memory_bytes": INT, "max_workgroup_
                "storage_buffer_8bit": BOOL, "cooperative_matrix": BOOL, "max_texel_buffer_elements": INT}
 CODEGEN_TYPES = {"workgroup_invocations": INT, "matmul_workgroup_invocations": INT, "elementwise_per_thread": INT,
                  "reduction_threads": INT, "im2col_max_bytes": INT, "vectorize": BOOL, "spirv_version": STR,
-                 "texel_reads": BOOL}
+                 "texel_reads": BOOL, "opencl_subgroups": BOOL}
 MATCH_KEYS = {"api", "vendor_id", "driver", "device_name", "device_id"}
 # SPIR-V version -> the spirv-val environment of the Vulkan version that first requires accepting it.
 TARGET_ENV = {"v1.0": "vulkan1.0", "v1.3": "vulkan1.1", "v1.5": "vulkan1.2", "v1.6": "vulkan1.3"}
@@ -54,6 +54,10 @@ def test_every_file_loads_with_its_sections():
             assert all(isinstance(v, int) for v in prof["limits"].get(key, [])), f"{p.name}: {key}"
         for key in ("spirv_caps", "spirv_exts"):
             assert all(isinstance(v, str) for v in prof["codegen"].get(key, [])), f"{p.name}: {key}"
+        # Butterfly shuffles at the profile's subgroup width, or the device's own reduction at any width.
+        assert prof["codegen"].get("subgroup_reduce", False) in (True, False, "varying"), p.name
+        if prof["codegen"].get("subgroup_reduce") == "varying":
+            assert "GroupNonUniformArithmetic" in prof["codegen"]["spirv_caps"], p.name
         if p.stem != "generic":
             assert prof["match"], f"{p.name}: an empty [match] never matches"
             assert {"vendor_id", "driver"} & set(prof["match"]), f"{p.name}: needs vendor_id or driver"

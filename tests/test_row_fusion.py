@@ -233,6 +233,66 @@ def test_gpu_profiles_keep_rows_in_registers(profile, in_registers):
     assert (re.search(r"__local float \w+\[4096\]", exe.kernels[0].opencl) is None) == in_registers
 
 
+def _subgroup_functions(live) -> bool:
+    """Whether an OpenCL device compiles the sub_group_* built-ins (cl_khr_subgroups or cl_intel_subgroups)."""
+    return bool({"cl_khr_subgroups", "cl_intel_subgroups"} & set(live.info.limits.get("extensions") or ()))
+
+
+@pytest.mark.parametrize("family", ["softmax", "layernorm", "max"])
+@pytest.mark.parametrize("shape", [(3, 256), (4, 1000), (5, 512), (2, 2048)], ids=str)
+def test_rows_reduced_by_subgroups_of_any_width(device, tmp_path, family, shape):
+    """`subgroup_reduce = "varying"` (AMD, Intel): each subgroup combines its partials with the device's own
+    reduction (SPIR-V GroupNonUniform arithmetic, OpenCL sub_group_reduce_*) at whatever width the device runs it,
+    then one value per subgroup; no shuffle over an assumed width. Run and checked here, a NaN in one row: the
+    NaN-propagating max still gives NaN (the subgroup max alone need not)."""
+    live, _ = _options(device)
+    if live.info.api == "opencl" and not _subgroup_functions(live):
+        pytest.skip(f"{device} has neither cl_khr_subgroups nor cl_intel_subgroups (the Intel CPU runtime, which "
+                    f"has them, runs this in test_opencl_subgroups.py)")
+    if live.info.api == "vulkan" and not live.info.limits.get("subgroup_arithmetic"):
+        pytest.skip(f"{device} has no subgroup arithmetic in compute shaders")
+    rows, cols = shape
+    if family == "max":  # x - max(x): where NaN is not propagated, the row's other values stay finite
+        g = portable.Graph()
+        x = g.input(shape, "float32")
+        g.output(g.sub(x, g.max(x, axis=-1, keepdims=True)))
+        shapes = [shape]
+    else:
+        g, shapes = BUILD[family](rows, cols)
+    opts = dict(reduction_threads=128, row_fusion_shared_bytes=_shared(device), row_registers=32,
+                subgroup_reduce="varying", opencl_subgroups=True,
+                spirv_caps=["Shader", "GroupNonUniform", "GroupNonUniformArithmetic"])
+    live, opts = _options(device, **opts)
+    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
+    k = exe.kernels[0]
+    if live.info.api == "vulkan":
+        from portable.codegen_spirv import disassemble
+        validate(k.spirv, "vulkan1.1")
+        asm = disassemble(k.spirv)
+        assert re.search(r"OpGroupNonUniform(FAdd|FMax) %float %uint_3 Reduce", asm), asm
+        assert "Shuffle" not in asm
+    else:
+        assert re.search(r"sub_group_reduce_(add|max)\(", k.opencl), k.opencl
+    exe.save(tmp_path / "g.ptx")
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    xs[0][1, 5] = np.nan
+    out = np.asarray(portable.load(tmp_path / "g.ptx", device=device)(*xs)[0], np.float64)
+    x = xs[0].astype(np.float64)
+    if family == "softmax":
+        z = x * 0.125
+        e = np.exp(z - z.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+    elif family == "layernorm":
+        m = x.mean(-1, keepdims=True)
+        ref = (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * xs[1] + xs[2]
+    else:
+        ref = x - x.max(-1, keepdims=True)
+    assert len(exe.kernels) == 1
+    assert np.isnan(out[1]).all() and not np.isnan(out[0]).any()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-5)
+
+
 def test_serial_rows_fence_workgroup_memory_only():
     """The rows one workgroup takes were separate workgroups: no barrier of the nvidia profile's two-row softmax
     orders global memory (each row's output is written before the next row's barriers)."""

@@ -430,6 +430,21 @@ def _shuffle(em: Emitter, op) -> None:
     em.names[op.results[1]] = "1"  # every lane of a whole subgroup takes part
 
 
+# gpu.subgroup_reduce kinds as cl_khr_subgroups' reductions (subgroup_reduce.py makes only these).
+_SUBGROUP_REDUCE = {"add": "add", "maxnumf": "max", "minnumf": "min", "maxsi": "max", "minsi": "min",
+                    "maxui": "max", "minui": "min"}
+
+
+def _subgroup_reduce(em: Emitter, op) -> None:
+    """gpu.subgroup_reduce of a scalar over the work-items of a subgroup (cl_khr_subgroups sub_group_reduce_*)."""
+    kind = str(op.attributes["op"]).split()[-1].rstrip(">")
+    value = op.operands[0]
+    if kind not in _SUBGROUP_REDUCE or isinstance(value.type, ir.VectorType) or "cluster_size" in op.attributes:
+        raise UnsupportedOp(f"gpu.subgroup_reduce {kind} of {value.type} has no cl_khr_subgroups form")
+    em.extensions.add("cl_khr_subgroups")
+    em.define(op.results[0], f"sub_group_reduce_{_SUBGROUP_REDUCE[kind]}({em.val(value)})")
+
+
 _STATEMENTS: dict[str, Callable[[Emitter, object], None]] = {
     "memref.load": _load,
     "memref.store": _store,
@@ -440,6 +455,7 @@ _STATEMENTS: dict[str, Callable[[Emitter, object], None]] = {
     "memref.alloca": _alloc,
     "gpu.barrier": _barrier,
     "gpu.shuffle": _shuffle,
+    "gpu.subgroup_reduce": _subgroup_reduce,
     **control.HANDLERS,
     **transfer.HANDLERS,
     **matrix.HANDLERS,

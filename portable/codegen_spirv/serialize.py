@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..compiler.ir_util import find_ops
 from ..compiler.mlir import gpu, ir, passmanager
 from ..compiler.patterns import apply_patterns
 from ..errors import CompileError, UnsupportedOp
@@ -48,6 +49,15 @@ def _with_subgroup_size(target: ir.Attribute, profile: dict) -> ir.Attribute:
         return target
     limits = f"#spirv.resource_limits<subgroup_size = {size}>"
     return ir.Attribute.parse(text.replace("#spirv.resource_limits<>", limits))
+
+
+def _subgroup_reductions_non_uniform(gm: ir.Operation) -> None:
+    """Canonicalization marks a gpu.subgroup_reduce outside conditionals `uniform`, which convert-gpu-to-spirv turns
+    into OpGroupF*/OpGroupI* (the Groups capability, which Vulkan does not have); without the mark they become the
+    GroupNonUniform arithmetic Vulkan devices report."""
+    for op in find_ops(gm, ("gpu.subgroup_reduce",)):
+        if "uniform" in op.attributes:
+            del op.attributes["uniform"]
 
 
 def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
@@ -133,9 +143,11 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")
             passmanager.PassManager.parse(
-                "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv),"
-                "convert-gpu-to-spirv,"
-                "spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
+                "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv))"
+            ).run(module.operation)
+            _subgroup_reductions_non_uniform(gm.operation)
+            passmanager.PassManager.parse(
+                "builtin.module(convert-gpu-to-spirv,spirv.module(spirv-lower-abi-attrs,spirv-update-vce,canonicalize))"
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e

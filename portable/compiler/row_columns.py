@@ -7,9 +7,9 @@ W, so slots kW..kW+W-1 of a thread are W adjacent columns and their W loads (sto
 (store). Every thread still takes K columns, and which thread holds which column matters to no value: a column's
 result depends on that column's inputs and on the row's reductions, and a reduction may fold its elements in any
 order (the partials are combined over all threads). The pass checks that much on the kernel before it changes it:
-a value that mixes several slots (a thread's partial) reaches only shuffles, workgroup memory and more partials,
-never a global access, until every thread reads the same element of the workgroup memory it went to; what a
-thread writes to workgroup memory is a partial or the same for every slot; a value stored to global column k
+a value that mixes several slots (a thread's partial) reaches only shuffles, subgroup reductions, workgroup memory and
+more partials, never a global access, until every thread reads the same element of the workgroup memory it went to;
+what a thread writes to workgroup memory is a partial or the same for every slot; a value stored to global column k
 depends on no other slot.
 
 H200, 4096x4096, device clock (benchmarks/results/h200/session9/row_columns): Vulkan softmax 35.4 -> 35.0 us, OpenCL
@@ -155,15 +155,21 @@ def _slots_kept_apart(body: ir.Block, slot_of: dict, tid: ir.Value) -> bool:
                 tag[op.results[0]] = _MIXED if mem in partials and own else None
                 continue
             if len(op.regions):
-                if len(op.results) or any(tag.get(v) is not None for v in op.operands):
-                    return False  # values through regions, or a slot-dependent branch, are not followed
+                if any(tag.get(v) is not None for v in op.operands):
+                    return False  # a slot-dependent branch or loop, or a partial carried through one
                 if not all(walk(b) for region in op.regions for b in region.blocks):
+                    return False
+                # Results (a loop's carried values: subgroup_reduce.py's combine over the subgroups' values) are
+                # followed where what every region yields is free of slots.
+                yielded = [v for region in op.regions for b in region.blocks for t in list(b.operations)[-1:]
+                           for v in t.operands]
+                if len(op.results) and any(tag.get(v) is not None for v in yielded):
                     return False
                 continue
             t = None
             for v in op.operands:
                 t = join(t, tag.get(v))
-            if name == "gpu.shuffle" and t is not None:
+            if name in ("gpu.shuffle", "gpu.subgroup_reduce") and t is not None:
                 t = _MIXED  # lanes combine their values: a partial
             for r in op.results:
                 tag[r] = t

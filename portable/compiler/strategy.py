@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from . import tiles
 from .linalg_info import OpKind
 
+ANY_WIDTH = -1  # Strategy.subgroup_reduce: the device's own subgroup reduction, whatever its width
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -36,7 +38,8 @@ class Strategy:
     promote_k: int = 0
     coop_buffers: int = 1
     # Row chains on one workgroup per row: the subgroup size whose shuffles combine each reduction's partials
-    # (subgroup_reduce.py; 0 = a tree of partials in workgroup memory).
+    # (subgroup_reduce.py; ANY_WIDTH: the device's subgroup reduction at whatever width it runs; 0 = a tree of
+    # partials in workgroup memory).
     subgroup_reduce: int = 0
     # Row chains: rows one workgroup takes one after the other (serial_rows.py; tiles.serial_rows).
     serial_rows: int = 1
@@ -77,8 +80,13 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
         profile = dict(profile, loop_vectorize=4)  # SPIR-V vectors have at most 4 lanes
     if "vulkan" in targets and profile.get("vectorize_gathers"):
         profile = dict(profile, vectorize_gathers="contiguous")
-    if "opencl" in targets and profile.get("subgroup_reduce") and not profile.get("opencl_asm"):
-        profile = dict(profile, subgroup_reduce=False)  # no subgroup shuffle known in this device's OpenCL C
+    if "vulkan" in targets and profile.get("subgroup_reduce") == "varying" and \
+            "GroupNonUniformArithmetic" not in profile.get("spirv_caps", ()):
+        profile = dict(profile, subgroup_reduce=False)  # a target without SPIR-V's subgroup arithmetic
+    if "opencl" in targets and profile.get("subgroup_reduce") and not (
+            profile.get("opencl_asm") or (profile["subgroup_reduce"] == "varying" and profile.get("opencl_subgroups"))):
+        # No subgroup shuffle known in this device's OpenCL C, nor (for the varying form) cl_khr_subgroups.
+        profile = dict(profile, subgroup_reduce=False)
     return profile
 
 
@@ -147,12 +155,15 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
         t = tiles.row_threads(int(profile["reduction_threads"]), kind.ranges[-1])
         sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
+        sg = sg if sg and t % sg == 0 and t > sg else 0
+        if profile.get("subgroup_reduce") == "varying" and t > 1:
+            sg = ANY_WIDTH  # no width assumed (subgroup_reduce.py)
         rows = [r for r in kind.ranges[:-1] if r > 1]
         max_x = int(list(profile.get("max_workgroup_count", (65535,)))[0])
         serial = (tiles.serial_rows(rows[0], kind.ranges[-1], int(profile.get("row_workgroup_columns", 0)),
                                     max_x) or 1) if len(rows) == 1 and t else 1
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
-                        subgroup_reduce=sg if sg and t % sg == 0 and t > sg else 0, serial_rows=serial)
+                        subgroup_reduce=sg, serial_rows=serial)
     wg_red = _workgroup_reduction(kind, root, profile)
     if not wg_red and _loop_too_long(root, profile):
         # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all

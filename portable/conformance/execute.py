@@ -348,7 +348,9 @@ def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:
     psub = profile.get("limits", {}).get("subgroup_size")
     if psub and psub > 1 and lim.get("subgroup_size") and psub != lim["subgroup_size"]:
         caps = set().union(*(spirv_capabilities(k.spirv) for k in exe.kernels if k.spirv))
-        if caps & {61, 62, 63, 64, 65, 66, 67, 68}:  # GroupNonUniform*
+        # Shuffles, clusters and quads are laid over the profile's width; subgroup reductions, votes and ballots
+        # (GroupNonUniform 61-64: compiler/subgroup_reduce.py's "varying" form) hold at any width.
+        if caps & {65, 66, 67, 68}:  # GroupNonUniformShuffle, ShuffleRelative, Clustered, Quad
             why.append(f"kernels use subgroups sized {psub}, device subgroup is {lim['subgroup_size']}")
     if info.api == "vulkan":
         for k in exe.kernels:
@@ -363,6 +365,10 @@ def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:
     elif info.api == "opencl":
         if not lim.get("fp16") and any(k.opencl and "cl_khr_fp16" in k.opencl for k in exe.kernels):
             why.append("kernels use half precision (cl_khr_fp16), the device lacks it")
+        if not {"cl_khr_subgroups", "cl_intel_subgroups"} & set(lim.get("extensions") or ()) and \
+                any(k.opencl and "cl_khr_subgroups" in k.opencl for k in exe.kernels):
+            why.append("kernels use subgroup functions (cl_khr_subgroups), the device has neither that nor "
+                       "cl_intel_subgroups")
         if any(k.opencl and re.search(r"\basm\b", k.opencl) for k in exe.kernels) and \
                 "NVIDIA" not in f"{info.name} {info.driver}":
             why.append("kernels hold inline PTX (the profile's opencl_asm), which only NVIDIA's OpenCL compiles")

@@ -116,6 +116,10 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             "max_workgroup_count": tuple(lim.maxComputeWorkGroupCount),
             "shared_memory_bytes": lim.maxComputeSharedMemorySize,
             "subgroup_size": subgroup.subgroupSize if subgroup is not None else 0,
+            # Subgroup reductions (GroupNonUniformArithmetic) in compute shaders (compiler/subgroup_reduce.py).
+            "subgroup_arithmetic": subgroup is not None and bool(
+                subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT
+                and subgroup.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
             "max_storage_buffer_range": lim.maxStorageBufferRange,
             "max_buffer_bytes": max_buffer,
             "max_push_constants_bytes": lim.maxPushConstantsSize,
