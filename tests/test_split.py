@@ -63,35 +63,6 @@ def test_elementwise_chain_runs_in_chunks(device, tmp_path):
     assert recs and recs[0].dispatches == 3 and recs[0].barriers == 0
 
 
-@pytest.mark.parametrize("n", [64 * 256 * 3 + 1024, 64 * 256 - 512])
-def test_elementwise_past_the_workgroup_count_runs_in_chunks(device, n):
-    """A 1-d elementwise op whose grid would pass the device's workgroup count in x (64 here; 65535 on Mali,
-    Adreno and Intel) runs in chunks of whole workgroups' tiles, each thread one vector; one that fits stays whole."""
-    g = portable.Graph()
-    x, y = g.input((n,)), g.input((n,))
-    g.output(g.add(g.mul(x, 2.0), y))
-    live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), max_workgroup_count=[64, 64, 64],
-                workgroup_invocations=64, elementwise_workgroup_invocations=64, elementwise_per_thread=4,
-                max_bind_bytes=0)
-    exe = compile_module(g.to_mlir(), opts, (live.info.api,))
-    per_wg = 64 * 4
-    if n > 64 * per_wg:
-        assert len(exe.dispatches) == -(-n // (64 * per_wg))
-        assert all(d.grid[0] <= 64 for d in exe.dispatches)
-        assert all(s % (per_wg * 4) == 0 for d in exe.dispatches for s in d.sizes[:1])  # whole workgroup tiles
-    else:
-        assert len(exe.dispatches) == 1
-    if live.info.api == "vulkan":
-        from portable.codegen_spirv import disassemble
-        assert "OpFAdd %v4float" in disassemble(exe.kernels[0].spirv)  # each thread one vector
-    rng = np.random.default_rng(2)
-    xs, ys = (rng.standard_normal(n, dtype=np.float32) for _ in range(2))
-    with CompiledGraph(exe, live) as cg:
-        out, = cg(xs, ys)
-    np.testing.assert_allclose(out, xs * 2 + ys, rtol=1e-6, atol=1e-6)
-
-
 def test_matmul_and_softmax_run_in_chunks(device, tmp_path):
     g = portable.Graph()
     a, b, bias = g.input((2048, 256)), g.input((256, 384)), g.input((384,))

@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
-
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
@@ -21,6 +19,7 @@ from . import (
     coop_staging,
     dispatch,
     gathers,
+    grid_stride,
     lane_kernels,
     loop_registers,
     loop_vectorize,
@@ -97,11 +96,9 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     if plain:
         profile = dict(profile, row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
     groups = dispatch.form_groups(public_func(module), profile)
-    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops; so does
-    # an elementwise one along a single loop whose grid would pass the device's workgroup count in x.
+    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
     groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
-                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT),
-                                        lambda g: _grid_bytes(g, profile))
+                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
     strategies = []
     for g in groups:
         t = classify(g.target)
@@ -140,23 +137,6 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     return groups, splits, strategies
 
 
-def _grid_bytes(g: dispatch.Group, profile: dict) -> tuple[int, int]:
-    """For an elementwise group along one loop (a 1-d add): the bytes of its narrowest tensor that one dispatch
-    covers within the device's workgroup count in x, a vector per thread, and the elements of one workgroup's
-    tile, which chunks are a multiple of ((0, 1): no such limit applies). Past it, strategy.choose would give
-    each thread several vectors' worth of elements, which then run scalar (Mali, Adreno and Intel count 65535
-    workgroups: 32 Mi floats at 128 threads x 4)."""
-    t = classify(g.target)
-    if t.kind != "elementwise" or len([r for r in t.ranges if r > 1]) != 1:
-        return 0, 1
-    per_wg = int(profile.get("elementwise_workgroup_invocations", profile.get("workgroup_invocations", 64))) * \
-        int(profile.get("elementwise_per_thread", 1))
-    widths = [np.dtype(plan.numpy_dtype(ir.RankedTensorType(v.type).element_type)).itemsize
-              for op in [g.target] + g.fused() for v in list(op.operands) + list(op.results)
-              if isinstance(v.type, ir.RankedTensorType)]
-    return int(list(profile.get("max_workgroup_count", (65535,)))[0]) * per_wg * min(widths or [4]), per_wg
-
-
 def _rows_per_thread(s: strategy.Strategy) -> int:
     """Product of a thread's tile over every loop but the innermost."""
     n = 1
@@ -170,6 +150,7 @@ def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
     transform_script.hoist_step_barriers(module)
     subgroup_reduce.lower_combines(module)
     serial_rows.run_rows_serially(module)
+    grid_stride.run_grid_stride(module)
 
 
 def _transform(module: ir.Module, script: str, stage: str, dump: Dumper) -> None:

@@ -10,9 +10,6 @@ chunk is a second group compiled for its own row count. Where no loop allows it 
 by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size
 and the limit.
 
-The same chunks serve an elementwise kernel along one loop whose grid would pass the device's workgroup count in
-x (pipeline._grid_bytes): chunks of whole workgroup tiles keep each thread on one vector.
-
 Only chunk 0 exists in the IR: every chunk's kernel addresses its operands from their binding's start, so
 one kernel serves all chunks and the host function never sees a non-zero offset. Bufferization folds input
 slices into the kernel's reads (the kernel then takes the whole buffer and reads its first rows), so the plan
@@ -24,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -225,11 +221,10 @@ def _check_operand(v: ir.Value, dim: int | None, limit: int, name: Namer, choice
     return None
 
 
-def _chunk_rows(choice: _Choice, limit: int, alignment: int, multiple: int = 1) -> tuple[int, str]:
+def _chunk_rows(choice: _Choice, limit: int, alignment: int) -> tuple[int, str]:
     """Rows per chunk: every split operand's chunk within the limit and a multiple of `alignment` bytes
-    (each chunk's binding offset is a multiple of the chunk), and of `multiple` rows. (0, why) when one chunk is
-    over the limit."""
-    quantum = multiple
+    (each chunk's binding offset is a multiple of the chunk). (0, why) when one chunk is over the limit."""
+    quantum = 1
     for _, rb in choice.row_bytes:
         quantum = math.lcm(quantum, alignment // math.gcd(alignment, rb))
     widest_name, widest = max(choice.row_bytes, key=lambda x: x[1])
@@ -328,39 +323,25 @@ def _origin(v: ir.Value, args: list[ir.Value], produced: list[tuple[ir.Value, tu
 
 
 def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
-                 alignment: int = DEFAULT_OFFSET_ALIGNMENT,
-                 grid_limit: Callable[[Group], tuple[int, int]] | None = None) -> tuple[list[Group], dict[int, Split]]:
+                 alignment: int = DEFAULT_OFFSET_ALIGNMENT) -> tuple[list[Group], dict[int, Split]]:
     """Groups with a tensor over `limit` bytes rebuilt for a chunk of rows; returns the new group list
-    (indices renumbered, ops retagged) and the Split of each chunked group by its index. `grid_limit(g)`: a
-    smaller limit for a group whose grid would pass the device's workgroup count, and the rows its chunks are a
-    multiple of ((0, 1): none); where such a group cannot run in chunks it stays whole (strategy.choose then gives
-    its threads more elements)."""
-    if not limit and grid_limit is None:
+    (indices renumbered, ops retagged) and the Split of each chunked group by its index."""
+    if not limit:
         return groups, {}
     name = Namer(func_op)
     args = list(func_op.regions[0].blocks[0].arguments)
     out: list[tuple[Group, Split | None]] = []
     produced: list[tuple[ir.Value, tuple[int, ...]]] = []  # tensor -> indices of the groups that write it
     for g in groups:
-        grid, multiple = grid_limit(g) if grid_limit else (0, 1)
-        # The grid's limit first (more, shorter chunks); where the group cannot be cut to it, the device's.
-        tries = sorted({v for v in (limit, min(limit, grid) if limit else grid) if v})
         ops = _group_ops(g)
-        choice, big, reasons = None, [], []
-        for lim in tries:
-            big = _oversized(ops, g, lim)
-            if not big:
-                break
-            choice, rows, chunked, reasons = _choose_loop(g, ops, lim, alignment, multiple, args, produced, name)
-            if choice is not None:
-                break
-        else:
-            if big and limit and _oversized(ops, g, limit):
-                _unsplittable(big, limit, name, reasons)
-        if choice is None:  # fits whole (or is over the grid only and cannot be cut: its threads take more)
+        big = _oversized(ops, g, limit)
+        if not big:
             produced.append((g.target.results[0], (len(out),)))
             out.append((g, None))
             continue
+        choice, rows, chunked, reasons = _choose_loop(g, ops, limit, alignment, args, produced, name)
+        if choice is None:
+            _unsplittable(big, limit, name, reasons)
         full, tail = divmod(choice.extent, rows)
         acc, dest = _destination(g, ops)
         if _is_empty(acc):
@@ -389,7 +370,7 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
     return new_groups, splits
 
 
-def _choose_loop(g: Group, ops: list[ir.Operation], limit: int, alignment: int, multiple: int,
+def _choose_loop(g: Group, ops: list[ir.Operation], limit: int, alignment: int,
                  args: list[ir.Value], produced: list, name: Namer) -> tuple[_Choice | None, int, list, list[str]]:
     """(the loop to run in chunks, rows per chunk, the chunked buffers' origins, reasons the others fail)."""
     reasons: list[str] = []
@@ -404,7 +385,7 @@ def _choose_loop(g: Group, ops: list[ir.Operation], limit: int, alignment: int, 
         if None in origins:
             reasons.append(f"{name(c.chunked[origins.index(None)])} is made by an op the plan cannot follow")
             continue
-        rows, why = _chunk_rows(c, limit, alignment, multiple)
+        rows, why = _chunk_rows(c, limit, alignment)
         if rows:
             chunked = [(kind, groups, nbytes(v.type) // c.extent) for (kind, groups), v in zip(origins, c.chunked)]
             chunked.append(("result", (), nbytes(g.target.results[0].type) // c.extent))

@@ -43,6 +43,8 @@ class Strategy:
     subgroup_reduce: int = 0
     # Row chains: rows one workgroup takes one after the other (serial_rows.py; tiles.serial_rows).
     serial_rows: int = 1
+    # 1-d elementwise kernels with more tiles than this: this many workgroups in a grid-stride loop (grid_stride.py).
+    grid_stride: int = 0
     # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
     # tile a register accumulator across them (transform_script._conv_taps).
     root_taps: bool = False
@@ -231,9 +233,16 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     # Grid dimension i (x = innermost distributed loop) must stay within the device's workgroup-count limit:
     # past it, each thread takes proportionally more of that loop.
     max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    stride = 0
+    if kind.kind == "elementwise" and len([d for d in par if kind.ranges[d] > 1]) == 1 and kind.ranges[par[-1]] > 1:
+        # One loop of tiles, a vector per thread: past the grid (or the profile's cap) a grid-stride loop over
+        # them (grid_stride.py) instead of more elements per thread.
+        cap = min(max_count[0], int(profile.get("elementwise_grid_workgroups") or max_count[0]))
+        if -(-kind.ranges[par[-1]] // tile[par[-1]]) > cap:
+            stride = cap
     for i, d in enumerate(reversed(par[-3:])):
         blocks = -(-kind.ranges[d] // tile[d])
-        if blocks > max_count[i]:
+        if blocks > max_count[i] and not stride:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
@@ -257,7 +266,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
             width = 4  # a single-row tile of _vector_cols (lavapipe): vec4 chunks
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
-    return Strategy(tuple(tile), tuple(threads), vec, k_tile)
+    return Strategy(tuple(tile), tuple(threads), vec, k_tile, grid_stride=stride)
 
 
 def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import coop_matrix, coop_staging, promotion, serial_rows, subgroup_reduce
+from . import coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce
 from .dispatch import Group
 from .ir_util import pop_marked
 from .linalg_info import classify
@@ -114,6 +114,9 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         warp = f" warp_size = {coop_matrix.SUBGROUP}" if s.coop else ""
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
              f"sync_after_distribute = {sync}{warp} : ({any_op}) -> {any_op}")
+        if s.grid_stride:
+            emit(f"    %gs{k} = transform.param.constant {s.grid_stride} : i64 -> !transform.param<i64>")
+            emit(f'    transform.annotate %m{k} "{grid_stride.ATTR}" = %gs{k} : {any_op}, !transform.param<i64>')
         if s.serial_rows > 1:
             emit(f"    %sr{k} = transform.param.constant {s.serial_rows} : i64 -> !transform.param<i64>")
             emit(f'    transform.annotate %m{k} "{serial_rows.ATTR}" = %sr{k} : {any_op}, !transform.param<i64>')
