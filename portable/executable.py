@@ -21,9 +21,10 @@ import numpy as np
 
 from .errors import PackageError, ShapeMismatch
 
-FORMAT_VERSION = 5  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
-# 4: float16 held as float32; 5: kernels may read buffers as uniform texel buffers
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+FORMAT_VERSION = 6  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
+# 4: float16 held as float32; 5: kernels may read buffers as uniform texel buffers; 6: kernels may require a
+# subgroup width
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Kernel:
     # Buffers the SPIR-V reads as uniform texel buffers of R32G32B32A32_UINT texels (codegen_spirv/texel_reads.py):
     # Vulkan binds them through a buffer view of that format; OpenCL ignores this.
     texel_buffers: tuple[int, ...] = ()
+    # The subgroup width the kernel is laid over (shuffles over that many lanes, cooperative matrices), which a
+    # Vulkan pipeline then requires (VK_EXT_subgroup_size_control); 0: any width.
+    subgroup_size: int = 0
 
     def key(self) -> str:
         """Content hash: names a kernel in driver caches."""
@@ -53,6 +57,8 @@ class Kernel:
         h.update(repr((self.name, self.workgroup_size, self.num_buffers, self.push_constants)).encode())
         if self.texel_buffers:  # (keys of kernels without stay as they were)
             h.update(repr(self.texel_buffers).encode())
+        if self.subgroup_size:
+            h.update(f"subgroup {self.subgroup_size}".encode())
         h.update(self.spirv or b"")
         h.update((self.opencl or "").encode())
         return h.hexdigest()[:32]
@@ -173,6 +179,8 @@ class Executable:
     def format_version(self) -> int:
         """The oldest format that holds this plan: 2 only where dispatches bind byte ranges, which a reader of
         format 1 would silently bind whole."""
+        if any(k.subgroup_size for k in self.kernels):
+            return 6  # a reader of format 5 would let the driver pick another subgroup width: wrong values
         if any(k.texel_buffers for k in self.kernels):
             return 5  # a reader of format 4 would bind those buffers as storage buffers: the pipeline fails
         devices = [s.device for s in self.inputs + [sig for _, sig in self.outputs] if s.device]
@@ -234,6 +242,8 @@ def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> d
              "push_constants": list(k.push_constants), "access": list(k.access), "spirv": None, "opencl": None}
     if k.texel_buffers:
         entry["texel_buffers"] = list(k.texel_buffers)
+    if k.subgroup_size:
+        entry["subgroup_size"] = k.subgroup_size
     if k.spirv is not None:
         entry["spirv"] = f"{prefix}.spv"
         put(entry["spirv"], k.spirv)
@@ -248,7 +258,8 @@ def kernel_from_entry(e: dict, get: Callable[[str], bytes]) -> Kernel:
                   spirv=get(e["spirv"]) if e["spirv"] else None,
                   opencl=get(e["opencl"]).decode() if e["opencl"] else None,
                   push_constants=tuple(e["push_constants"]), access=tuple(e["access"]),
-                  texel_buffers=tuple(int(b) for b in e.get("texel_buffers", ())))
+                  texel_buffers=tuple(int(b) for b in e.get("texel_buffers", ())),
+                  subgroup_size=int(e.get("subgroup_size", 0)))
 
 
 def npy_bytes(arr: np.ndarray) -> bytes:

@@ -27,9 +27,9 @@ from .errors import PackageError
 from .executable import Executable, kernel_entry, kernel_from_entry, npy_bytes, npy_load
 
 FORMAT = "ptpk"
-FORMAT_VERSION = 5  # 2: a target's plan may bind byte ranges of slots (Executable format 2); 3: int64 held as int32;
-# 4: float16 held as float32; 5: uniform texel buffers
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+FORMAT_VERSION = 6  # 2: a target's plan may bind byte ranges of slots (Executable format 2); 3: int64 held as int32;
+# 4: float16 held as float32; 5: uniform texel buffers; 6: a required subgroup width per kernel
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 MANIFEST = "manifest.json"
 APIS = ("vulkan", "opencl")
 

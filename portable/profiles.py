@@ -97,6 +97,15 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
             opts[key] = 1 << (cap.bit_length() - 1)
     # Strategies that lay data over a subgroup's lanes need its real width (the live device's where known); a key
     # written for another width is off (llvmpipe's subgroup is 4, 8 or 16 lanes with the host's vector width).
+    # The widths a pipeline may ask for (Vulkan subgroup size control on the live device, else the profile's list):
+    # kernels laid over another width than the default one require it (compiler/coop_matrix.py).
+    if info is not None and info.limits.get("subgroup_size_control"):
+        lo, hi = int(info.limits["min_subgroup_size"]), int(info.limits["max_subgroup_size"])
+        opts["subgroup_sizes"] = tuple(1 << b for b in range(lo.bit_length() - 1, hi.bit_length()))
+    elif info is not None and info.limits.get("subgroup_size"):
+        opts["subgroup_sizes"] = (int(info.limits["subgroup_size"]),)
+    elif limits.get("subgroup_sizes"):
+        opts["subgroup_sizes"] = tuple(int(v) for v in limits["subgroup_sizes"])
     if limits.get("subgroup_size"):
         opts["subgroup_size"] = int(limits["subgroup_size"])
         for key in ("subgroup_rows", "subgroup_shared_reads"):

@@ -1,5 +1,5 @@
-"""The cooperative-matrix matmul strategy (portable/compiler/coop_matrix.py), compiled for a profile that lists
-VK_KHR_cooperative_matrix shapes (nvidia). No device here has the extension (lavapipe, PoCL), so these tests
+"""The cooperative-matrix matmul strategy (portable/compiler/coop_matrix.py), compiled for profiles that list
+VK_KHR_cooperative_matrix shapes (nvidia, amd-rdna3). No device here has the extension (lavapipe, PoCL), so these tests
 check what is generated and when the strategy is (not) chosen; the numbers are checked on the GPU host by
 `portable bench` (f16 matmul, output compared with numpy before timing)."""
 
@@ -50,6 +50,27 @@ def test_f16_matmul_uses_cooperative_matrices_on_vulkan(out):
     (d,) = exe.dispatches
     assert tuple(d.grid) == (3, 2, 1)
     assert struct.unpack("<I", kernel.spirv[4:8])[0] == 0x00010600  # SPIR-V 1.6: where the KHR ops exist
+
+
+def test_rdna3_runs_cooperative_matrices_in_32_lane_subgroups():
+    """The amd-rdna3 profile (wave64 by default, 32-64 lanes on request) takes the strategy too: its kernel is laid
+    over 32-lane subgroups and says so (Kernel.subgroup_size), so the pipeline requires that width; RDNA2, without
+    the extension, keeps FMA. A live device that cannot run 32 lanes keeps FMA as well."""
+    import dataclasses
+
+    from portable.backend import DeviceInfo
+
+    rdna3 = profiles.all_profiles()["amd-rdna3"]
+    (kernel,) = compile_module(_matmul(128, 64, 128), profiles.codegen_options(rdna3), ("vulkan",)).kernels
+    assert OP_COOP_MULADD in _opcodes(kernel.spirv) and kernel.subgroup_size == 32
+    live = DeviceInfo(api="vulkan", index=0, name="AMD Radeon RX 7900 XTX (RADV NAVI31)", driver="radv",
+                      driver_version="", vendor_id=0x1002, device_id=0x744C, device_type="gpu")
+    only64 = dataclasses.replace(live, limits=dict(rdna3["limits"], subgroup_size=64, subgroup_size_control=False))
+    (kernel,) = compile_module(_matmul(128, 64, 128), profiles.codegen_options(rdna3, only64), ("vulkan",)).kernels
+    assert OP_COOP_MULADD not in _opcodes(kernel.spirv) and kernel.subgroup_size == 0
+    rdna2 = profiles.codegen_options(profiles.all_profiles()["amd-rdna2"])
+    for kernel in compile_module(_matmul(128, 64, 128), rdna2, ("vulkan",)).kernels:
+        assert OP_COOP_MULADD not in _opcodes(kernel.spirv)
 
 
 @pytest.mark.parametrize("why, text, profile, targets", [

@@ -271,6 +271,7 @@ def test_rows_reduced_by_subgroups_of_any_width(device, tmp_path, family, shape)
         asm = disassemble(k.spirv)
         assert re.search(r"OpGroupNonUniform(FAdd|FMax) %float %uint_3 Reduce", asm), asm
         assert "Shuffle" not in asm
+        assert k.subgroup_size == 0  # any width
     else:
         assert re.search(r"sub_group_reduce_(add|max)\(", k.opencl), k.opencl
     exe.save(tmp_path / "g.ptx")
@@ -405,6 +406,8 @@ def test_rows_in_registers(device, tmp_path, family, subgroups, shape):
         from portable.codegen_spirv import disassemble
         asm = disassemble(exe.kernels[0].spirv)
         assert ("OpGroupNonUniformShuffleXor" in asm) == subgroups
+        # Shuffles over sg lanes: the pipeline requires that width (Kernel.subgroup_size).
+        assert exe.kernels[0].subgroup_size == (sg if subgroups else 0)
         # Rows kept in registers leave only the small arrays of partials in workgroup memory.
         assert (shape[1] in _workgroup_arrays(asm)) == (shape[1] % 64 != 0)
 

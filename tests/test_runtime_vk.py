@@ -160,6 +160,29 @@ def test_kernel_matches_numpy(backend, kernel, n):
     np.testing.assert_allclose(read_f32(backend, C, n), a + b * np.float32(3), rtol=1e-6, atol=1e-6)
 
 
+def test_required_subgroup_size(backend, kernel):
+    """A kernel laid over a subgroup width (Kernel.subgroup_size: shuffles, cooperative matrices) gets that width
+    required of its pipeline where the device allows it (VK_EXT_subgroup_size_control; the validation layer checks
+    the request) and runs; a width the device neither runs nor can be asked for is refused before the driver sees
+    it, with the widths it allows."""
+    import dataclasses
+
+    from portable.runtime_vk.pipelines import required_subgroup_size
+
+    lim = backend.info.limits
+    own = dataclasses.replace(kernel, subgroup_size=lim["subgroup_size"])
+    expected = lim["subgroup_size"] if lim["subgroup_size_control"] else 0
+    assert required_subgroup_size(own, backend._device()) == expected
+    n = 1000
+    a, b = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+    A, B, C = to_device(backend, a), to_device(backend, b), backend.allocate(4 * n)
+    backend.execute([(backend.load_kernel(own), [A, B, C], grid(n), [n, 2])])
+    np.testing.assert_allclose(read_f32(backend, C, n), a + 2)
+    too_wide = dataclasses.replace(kernel, subgroup_size=2 * max(lim["max_subgroup_size"], lim["subgroup_size"]))
+    with pytest.raises(KernelBuildError, match=rf"subgroups of {too_wide.subgroup_size} lanes; the device runs"):
+        backend.load_kernel(too_wide)
+
+
 def test_second_dispatch_reads_first_output(backend, kernel):
     """Two dispatches in one command buffer: the barrier between them must make c visible to the second.
     lavapipe runs dispatches in order anyway; synchronization validation is what catches a missing

@@ -4,8 +4,10 @@ The strategy is upstream MLIR end to end: the workgroup tile is split among subg
 each subgroup's tile is cut into 16x16 fragments (loops fully unrolled) over a K loop of 16, each fragment a
 `vector.contract` whose f16 operands keep their type (`fold_arith_extension`), the accumulators hoisted into
 the loop's iter_args, and after outlining `convert-vector-to-gpu` turns the contracts into `gpu.subgroup_mma_*`
-ops, which `convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. Devices whose default subgroup is not 32
-(RDNA3 runs wave64) are left out until a required subgroup size is passed. OpenCL C has no such types: where the
+ops, which `convert-gpu-to-spirv` lowers to `OpCooperativeMatrix*KHR`. The kernel is laid over subgroups of 32
+(Kernel.subgroup_size): a device whose default is another width (RDNA3 runs wave64) takes it where its profile or
+its live limits allow 32-lane subgroups, and the pipeline requires 32 (runtime_vk/pipelines.py, through
+VK_EXT_subgroup_size_control). OpenCL C has no such types: where the
 device's OpenCL C takes inline PTX (profile `opencl_asm`), codegen_opencl spells the same ops as `wmma`
 (codegen_opencl/matrix.py); elsewhere, and for a graph compiled for both targets, the register-blocked FMA
 strategy stays. Where the profile sets `coop_stage_k`, the operand tiles go through workgroup memory first
@@ -50,7 +52,8 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     """Whether `group` (dispatch.Group) runs on cooperative matrices for this profile and these targets."""
     if group.consumers or getattr(group, "chain", None) or not _target_has_matrices(profile, targets):
         return False
-    if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP):
+    if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP) and SUBGROUP not in profile.get("subgroup_sizes",
+                                                                                                      ()):
         return False
     op = group.root
     if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1:

@@ -306,6 +306,10 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         spirv = opencl = None
         texels: tuple[int, ...] = ()
         asm = str(gm)
+        # Cooperative matrices are laid over 32 lanes, shuffles over the profile's subgroup: the Vulkan pipeline
+        # requires that width (runtime_vk/pipelines.py), since a driver may pick another per pipeline.
+        width = coop_matrix.SUBGROUP if "gpu.subgroup_mma" in asm else \
+            int(profile.get("subgroup_size") or 0) if "gpu.shuffle" in asm else 0
         if "vulkan" in targets:
             # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
             vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
@@ -332,7 +336,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             dump(f"{gname}", opencl, ".cl")
         index[f"@{gname}::@{fname}"] = len(kernels)
         kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
-                              access=access, texel_buffers=texels))
+                              access=access, texel_buffers=texels, subgroup_size=width if spirv else 0))
     return kernels, index
 
 

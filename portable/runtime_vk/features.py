@@ -1,5 +1,6 @@
 """Optional device features kernels may need (fp16/int8 arithmetic and storage, int64, timeline
-semaphores, the Vulkan memory model, cooperative matrices): which a device has, and the chain that enables them.
+semaphores, the Vulkan memory model, subgroup size control, cooperative matrices): which a device has, and the
+chain that enables them.
 
 Each comes from a Vulkan version or, before it, from a KHR extension; one table serves both the query
 (discovery) and the enable (device creation), so the two can never disagree.
@@ -26,6 +27,11 @@ _STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
     ("VkPhysicalDeviceVulkanMemoryModelFeatures",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES",
      make_version(1, 2), "VK_KHR_vulkan_memory_model", ("vulkanMemoryModel", "vulkanMemoryModelDeviceScope")),
+    # A kernel laid over a fixed subgroup width (shuffles, cooperative matrices) asks for it at pipeline creation
+    # (pipelines.build): drivers that pick a width per pipeline (RADV wave32/64, Intel SIMD8/16/32) then run it so.
+    ("VkPhysicalDeviceSubgroupSizeControlFeatures",
+     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES",
+     make_version(1, 3), "VK_EXT_subgroup_size_control", ("subgroupSizeControl", "computeFullSubgroups")),
     # Matmuls on matrix units (compiler/coop_matrix.py): OpCooperativeMatrix*KHR in SPIR-V 1.6.
     ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",

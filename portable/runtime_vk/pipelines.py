@@ -106,11 +106,31 @@ def check_kernel(kernel: Kernel, device: Device) -> None:
                                     f"this device's profile")
 
 
+def required_subgroup_size(kernel: Kernel, device: Device) -> int:
+    """The subgroup width to require of the pipeline (0: none), or KernelBuildError where the kernel is laid over
+    a width the device neither runs by default nor can be asked for."""
+    n = kernel.subgroup_size
+    if not n:
+        return 0
+    lim = device.pd.info.limits
+    invocations = kernel.workgroup_size[0] * kernel.workgroup_size[1] * kernel.workgroup_size[2]
+    if lim.get("subgroup_size_control") and lim["min_subgroup_size"] <= n <= lim["max_subgroup_size"] and \
+            invocations <= n * lim["max_compute_workgroup_subgroups"]:
+        return n
+    if lim.get("subgroup_size") == n:
+        return 0  # the device's own width (it cannot be asked, and need not be)
+    raise _fail(kernel, device, f"the kernel is laid over subgroups of {n} lanes; the device runs "
+                                f"{lim.get('subgroup_size')} and cannot be asked for {n} "
+                                f"(VK_EXT_subgroup_size_control allows {lim.get('min_subgroup_size', 0)}-"
+                                f"{lim.get('max_subgroup_size', 0)}); compile for this device's profile")
+
+
 def build(kernel: Kernel, device: Device, cache: PipelineCache | None, flags: int = 0) -> LoadedKernel:
     """Create the pipeline objects for `kernel`; KernelBuildError (with the SPIR-V dumped) on failure.
     cache None: no pipeline cache (a tool capturing driver statistics wants a real compile); flags:
     VkPipelineCreateFlags."""
     check_kernel(kernel, device)
+    width = required_subgroup_size(kernel, device)
     dev = device.handle
     compute = vk.VK_SHADER_STAGE_COMPUTE_BIT
     made: list[tuple[Any, Any]] = []  # (destroy function, handle), for cleanup on failure
@@ -136,7 +156,15 @@ def build(kernel: Kernel, device: Device, cache: PipelineCache | None, flags: in
             layout = vk.vkCreatePipelineLayout(dev, vk.VkPipelineLayoutCreateInfo(
                 pSetLayouts=set_layouts, pPushConstantRanges=ranges), None)
             made.append((vk.vkDestroyPipelineLayout, layout))
-            stage = vk.VkPipelineShaderStageCreateInfo(stage=compute, module=shader, pName=kernel.name)
+            stage_flags, required = 0, None
+            if width:
+                # The width the kernel's shuffles or matrices assume, in full subgroups where the workgroup is
+                # whole subgroups of it (a driver may otherwise start a partial one).
+                required = vk.VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(requiredSubgroupSize=width)
+                if device.pd.info.limits.get("compute_full_subgroups") and kernel.workgroup_size[0] % width == 0:
+                    stage_flags = vk.VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT
+            stage = vk.VkPipelineShaderStageCreateInfo(stage=compute, module=shader, pName=kernel.name,
+                                                       flags=stage_flags, pNext=required)
             info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage, layout=layout)
             handle = cache.handle if cache is not None else vk.VK_NULL_HANDLE
             pipeline = vk.vkCreateComputePipelines(dev, handle, 1, [info], None)[0]

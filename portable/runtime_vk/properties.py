@@ -64,7 +64,7 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
     def usable(since: tuple[int, int], ext: str = "") -> bool:
         return api >= make_version(*since) or (bool(ext) and ext in exts)
 
-    driver = subgroup = maint3 = maint4 = ident = None
+    driver = subgroup = maint3 = maint4 = ident = size_control = None
     if api >= make_version(1, 1):
         head = new_struct("VkPhysicalDeviceProperties2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2)
         links = []
@@ -78,6 +78,10 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             driver = new_struct("VkPhysicalDeviceDriverProperties",
                                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
             links.append(driver)
+        if usable((1, 3), "VK_EXT_subgroup_size_control"):
+            size_control = new_struct("VkPhysicalDeviceSubgroupSizeControlProperties",
+                                      vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES)
+            links.append(size_control)
         if usable((1, 3), "VK_KHR_maintenance4"):
             maint4 = new_struct("VkPhysicalDeviceMaintenance4Properties",
                                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES)
@@ -138,6 +142,14 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             "storage_buffer_8bit": feats["storageBuffer8BitAccess"],
             "timeline_semaphore": feats["timelineSemaphore"],
             "cooperative_matrix": "VK_KHR_cooperative_matrix" in exts,
+            # Subgroup widths a compute pipeline may require (VK_EXT_subgroup_size_control; pipelines.build).
+            "subgroup_size_control": bool(size_control is not None and feats["subgroupSizeControl"]
+                                          and size_control.requiredSubgroupSizeStages & vk.VK_SHADER_STAGE_COMPUTE_BIT),
+            "min_subgroup_size": size_control.minSubgroupSize if size_control is not None else 0,
+            "max_subgroup_size": size_control.maxSubgroupSize if size_control is not None else 0,
+            "max_compute_workgroup_subgroups": size_control.maxComputeWorkgroupSubgroups
+            if size_control is not None else 0,
+            "compute_full_subgroups": bool(feats["computeFullSubgroups"]),
             "queue_families": [(queue_flags_str(f), c) for f, c in families],
             "api_version": version_str(base.apiVersion),
         },
