@@ -40,4 +40,5 @@ def test_subgroup_reductions_and_device_ids_on_intels_cpu_runtime(intel_env):
                        env=intel_env, capture_output=True, text=True, timeout=900)
     tail = r.stdout[-6000:] + r.stderr[-2000:]
     assert r.returncode == 0, tail
-    assert re.search(r"\b13 passed\b", r.stdout) and "skipped" not in r.stdout, tail
+    passed = re.search(r"\b(\d+) passed\b", r.stdout)
+    assert passed and int(passed.group(1)) >= 13 and "skipped" not in r.stdout, tail  # 12 row cases + the ids
