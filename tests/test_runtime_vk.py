@@ -7,6 +7,8 @@ including synchronization validation, and fails on any validation warning or err
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -165,8 +167,6 @@ def test_required_subgroup_size(backend, kernel):
     required of its pipeline where the device allows it (VK_EXT_subgroup_size_control; the validation layer checks
     the request) and runs; a width the device neither runs nor can be asked for is refused before the driver sees
     it, with the widths it allows."""
-    import dataclasses
-
     from portable.runtime_vk.pipelines import required_subgroup_size
 
     lim = backend.info.limits
@@ -181,6 +181,31 @@ def test_required_subgroup_size(backend, kernel):
     too_wide = dataclasses.replace(kernel, subgroup_size=2 * max(lim["max_subgroup_size"], lim["subgroup_size"]))
     with pytest.raises(KernelBuildError, match=rf"subgroups of {too_wide.subgroup_size} lanes; the device runs"):
         backend.load_kernel(too_wide)
+
+
+def test_kernel_needing_a_missing_feature_is_refused(backend, kernel):
+    """A module declaring a capability the device lacks (a package compiled for another profile) is refused before
+    the driver sees it, naming the capability and the feature; the backend stays usable."""
+    import struct
+
+    from portable.runtime_vk import spirv as spv
+
+    missing = [(cap, feature) for cap, (key, feature) in spv.CAPABILITY_NEEDS.items()
+               if backend.info.limits.get(key) is False]
+    if not missing:
+        pytest.skip(f"{backend.info.name} has every optional feature portable's kernels declare")
+    cap, feature = missing[0]
+    # OpCapability <cap> inserted after the module's first instruction (an OpCapability itself).
+    words = list(struct.unpack(f"<{len(kernel.spirv) // 4}I", kernel.spirv))
+    words[7:7] = [(2 << 16) | 17, cap]
+    bad = dataclasses.replace(kernel, spirv=struct.pack(f"<{len(words)}I", *words))
+    with pytest.raises(KernelBuildError, match=rf"capability {cap}, which needs {re.escape(feature)}"):
+        backend.load_kernel(bad)
+    n = 10
+    A, B, C = to_device(backend, np.ones(n, np.float32)), to_device(backend, np.ones(n, np.float32)), \
+        backend.allocate(4 * n)
+    backend.execute([(backend.load_kernel(kernel), [A, B, C], grid(n), [n, 1])])
+    np.testing.assert_allclose(read_f32(backend, C, n), 2.0)
 
 
 def test_second_dispatch_reads_first_output(backend, kernel):

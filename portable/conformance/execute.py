@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import PortableError, UnsupportedOp
+from ..runtime_vk.spirv import CAPABILITY_NEEDS
 from .cases import Case, load_tensor
 from .compare import compare_outputs
 from .repro import REPRO_LIMIT
@@ -309,8 +310,6 @@ def kernel_target_env(spirv: bytes, profile_env: str) -> str:
     return "vulkan1.3" if minor >= 6 else profile_env
 
 
-_CAP_NEEDS = {9: "fp16", 11: "int64", 39: "int8", 4434: "storage_buffer_16bit", 4448: "storage_buffer_8bit",
-              10: "fp64", 22: "int16"}  # Float16, Int64, Int8, StorageBuffer16/8BitAccess, Float64, Int16
 
 
 def spirv_capabilities(spirv: bytes) -> set[int]:
@@ -355,12 +354,12 @@ def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:
     if info.api == "vulkan":
         for k in exe.kernels:
             for c in spirv_capabilities(k.spirv or b""):
-                need = _CAP_NEEDS.get(c)
-                if need and lim.get(need) is False:
-                    why.append(f"kernel {k.name} needs SPIR-V capability {c} ({need}), the device lacks it")
-                    return why
                 if c == COOPERATIVE_MATRIX and not lim.get("cooperative_matrix"):
                     why.append(f"kernel {k.name} multiplies on cooperative matrices, the device has none")
+                    return why
+                need, _ = CAPABILITY_NEEDS.get(c, (None, ""))
+                if need and lim.get(need) is False:
+                    why.append(f"kernel {k.name} needs SPIR-V capability {c} ({need}), the device lacks it")
                     return why
     elif info.api == "opencl":
         if not lim.get("fp16") and any(k.opencl and "cl_khr_fp16" in k.opencl for k in exe.kernels):

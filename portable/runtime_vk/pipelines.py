@@ -73,6 +73,11 @@ def check_kernel(kernel: Kernel, device: Device) -> None:
     if mod.version > top:
         raise _fail(kernel, device, f"SPIR-V {mod.version[0]}.{mod.version[1]} module, but the device accepts "
                                     f"up to SPIR-V {top[0]}.{top[1]}; compile for this device's Vulkan version")
+    for cap in sorted(mod.capabilities):
+        key, feature = spirv.CAPABILITY_NEEDS.get(cap, (None, ""))
+        if key and lim.get(key) is False:
+            raise _fail(kernel, device, f"the module declares SPIR-V capability {cap}, which needs {feature}; the "
+                                        f"device lacks it; compile for this device's profile")
     model = mod.entry_points.get(kernel.name)
     if model != "GLCompute":
         found = ", ".join(f"{n!r} ({m})" for n, m in mod.entry_points.items()) or "none"

@@ -8,7 +8,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = 0x07230203
-_OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_FUNCTION = 15, 16, 54
+_OP_CAPABILITY, _OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_FUNCTION = 17, 15, 16, 54
+# SPIR-V capabilities a kernel may declare that only some devices have: capability -> (the DeviceInfo.limits key
+# that says whether the device does, what it is called in Vulkan).
+CAPABILITY_NEEDS = {
+    9: ("fp16", "shaderFloat16"), 10: ("fp64", "shaderFloat64"), 11: ("int64", "shaderInt64"),
+    22: ("int16", "shaderInt16"), 39: ("int8", "shaderInt8"),
+    4434: ("storage_buffer_16bit", "storageBuffer16BitAccess"),
+    4448: ("storage_buffer_8bit", "storageBuffer8BitAccess"),
+    63: ("subgroup_arithmetic", "subgroup arithmetic in compute shaders"),
+    6022: ("cooperative_matrix", "VK_KHR_cooperative_matrix"),
+}
 _GL_COMPUTE, _LOCAL_SIZE = 5, 17
 _MODELS = {0: "Vertex", 4: "Fragment", 5: "GLCompute", 6: "Kernel"}
 
@@ -22,6 +32,7 @@ class ModuleInfo:
     version: tuple[int, int]
     entry_points: dict[str, str] = field(default_factory=dict)  # name -> execution model
     local_size: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # name -> LocalSize
+    capabilities: set[int] = field(default_factory=set)  # OpCapability operands
 
 
 def _literal_string(words: np.ndarray) -> str:
@@ -30,7 +41,8 @@ def _literal_string(words: np.ndarray) -> str:
 
 
 def inspect(code: bytes) -> ModuleInfo:
-    """Header, entry points and LocalSize of a SPIR-V module (in host byte order, as Vulkan wants it)."""
+    """Header, capabilities, entry points and LocalSize of a SPIR-V module (in host byte order, as Vulkan wants
+    it)."""
     if len(code) < 20 or len(code) % 4:
         raise SpirvError(f"{len(code)} bytes is not a SPIR-V module (needs a 20-byte header and whole words)")
     words = np.frombuffer(code, dtype="<u4")
@@ -45,7 +57,9 @@ def inspect(code: bytes) -> ModuleInfo:
         count, op = int(words[i]) >> 16, int(words[i]) & 0xFFFF
         if count == 0 or i + count > n:
             raise SpirvError(f"malformed instruction at word {i} (opcode {op}, word count {count})")
-        if op == _OP_ENTRY_POINT and count >= 4:
+        if op == _OP_CAPABILITY and count >= 2:
+            info.capabilities.add(int(words[i + 1]))
+        elif op == _OP_ENTRY_POINT and count >= 4:
             name = _literal_string(words[i + 3:i + count])
             names[int(words[i + 2])] = name
             info.entry_points[name] = _MODELS.get(int(words[i + 1]), str(int(words[i + 1])))
