@@ -17,22 +17,19 @@ workgroup runs the same passes.
 
 from __future__ import annotations
 
-from .ir_util import constant_int, find_ops
+from .ir_util import find_ops, launch_grid, marked_launches
 from .mlir import arith, ir, scf
 
 ATTR = "portable.grid_stride"  # on a gpu.launch: its value, the workgroups to launch
 
 
 def run_grid_stride(module: ir.Module) -> None:
-    for launch in find_ops(module.operation, ("gpu.launch",), lambda o: ATTR in o.attributes):
-        workgroups = ir.IntegerAttr(launch.attributes[ATTR]).value
-        del launch.attributes[ATTR]
+    for launch, workgroups in marked_launches(module, ATTR):
         _stride(launch, workgroups)
 
 
 def _stride(launch: ir.Operation, workgroups: int) -> None:
-    segments = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))
-    grid = [constant_int(v) for v in list(launch.operands)[segments[0]:segments[0] + 3]]  # after async deps
+    first, grid = launch_grid(launch)
     if grid[1:] != [1, 1] or grid[0] is None or grid[0] <= workgroups:
         return  # not a grid along x, or one that fits: a workgroup per tile
     body = launch.regions[0].blocks[0]
@@ -42,7 +39,7 @@ def _stride(launch: ir.Operation, workgroups: int) -> None:
     tiles = grid[0]
     index = ir.IndexType.get()
     with ir.InsertionPoint(launch), launch.location:
-        launch.operands[segments[0]] = arith.ConstantOp(index, workgroups).result
+        launch.operands[first] = arith.ConstantOp(index, workgroups).result
     bid = body.arguments[0]
     with ir.InsertionPoint.at_block_begin(body), launch.location:
         body.arguments[6].replace_all_uses_with(arith.ConstantOp(index, tiles).result)  # the grid size in x

@@ -253,3 +253,18 @@ def with_element(t: ir.Type, old: ir.Type, new: ir.Type) -> ir.Type | None:
     if isinstance(t, ir.MemRefType) and t.element_type == old:
         return ir.MemRefType.get(list(t.shape), new, t.layout, t.memory_space)
     return None
+
+
+def marked_launches(module: ir.Module, attr: str) -> list[tuple[ir.Operation, int]]:
+    """The gpu.launch ops a transform script marked with integer attribute `attr`, with its value (removed)."""
+    found = []
+    for launch in find_ops(module.operation, ("gpu.launch",), lambda o: attr in o.attributes):
+        found.append((launch, ir.IntegerAttr(launch.attributes[attr]).value))
+        del launch.attributes[attr]
+    return found
+
+
+def launch_grid(launch: ir.Operation) -> tuple[int, list[int | None]]:
+    """(index of the grid's first operand, the grid's three sizes where constant) of a gpu.launch."""
+    first = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))[0]  # after async deps
+    return first, [constant_int(v) for v in list(launch.operands)[first:first + 3]]

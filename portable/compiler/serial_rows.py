@@ -18,29 +18,26 @@ copies are made).
 from __future__ import annotations
 
 from . import barriers
-from .ir_util import clone_mapped, constant_int, find_ops
+from .ir_util import clone_mapped, launch_grid, marked_launches
 from .mlir import arith, gpu, ir
 
 ATTR = "portable.serial_rows"  # on a gpu.launch: its value, the rows each workgroup takes
 
 
 def run_rows_serially(module: ir.Module) -> None:
-    for launch in find_ops(module.operation, ("gpu.launch",), lambda o: ATTR in o.attributes):
-        rows = ir.IntegerAttr(launch.attributes[ATTR]).value
-        del launch.attributes[ATTR]
+    for launch, rows in marked_launches(module, ATTR):
         _serialize(launch, rows)
 
 
 def _serialize(launch: ir.Operation, rows: int) -> None:
-    segments = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))
-    grid = [constant_int(v) for v in list(launch.operands)[segments[0]:segments[0] + 3]]  # after async deps
+    first, grid = launch_grid(launch)
     wide = [d for d, n in enumerate(grid) if n != 1]
     if len(wide) != 1 or grid[wide[0]] is None or grid[wide[0]] % rows:
         return  # not rows along one grid dim (tiles.serial_rows chose R for one): left a row per workgroup
     dim = wide[0]
     index = ir.IndexType.get()
     with ir.InsertionPoint(launch), launch.location:
-        launch.operands[segments[0] + dim] = arith.ConstantOp(index, grid[dim] // rows).result
+        launch.operands[first + dim] = arith.ConstantOp(index, grid[dim] // rows).result
     body = launch.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]
     bid = body.arguments[dim]

@@ -108,14 +108,19 @@ def _lower(op: ir.Operation, width: int) -> None:
         acc = memref.LoadOp(dst, dst_idx).result
         for g in range(groups):
             acc = clone_body(body, [memref.LoadOp(lanes, [c(g)]).result, acc])[0]
-        if ir.MemRefType(dst.type).memory_space is None:
-            memref.StoreOp(acc, dst, dst_idx)  # the thread's own copy
-        else:
-            store = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, c(0)).result)
-            with ir.InsertionPoint(store.then_block):
-                memref.StoreOp(acc, dst, dst_idx)
-                scf.YieldOp([])
+        _store_result(acc, dst, dst_idx, tid, c(0))
     op.erase()
+
+
+def _store_result(acc: ir.Value, dst: ir.Value, dst_idx: list[ir.Value], tid: ir.Value, zero: ir.Value) -> None:
+    """Every thread holds the combined value: into its own copy of the result, or by thread 0 into a shared one."""
+    if ir.MemRefType(dst.type).memory_space is None:
+        memref.StoreOp(acc, dst, dst_idx)  # the thread's own copy
+    else:
+        store = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
+        with ir.InsertionPoint(store.then_block):
+            memref.StoreOp(acc, dst, dst_idx)
+            scf.YieldOp([])
 
 
 def _lower_any_width(op: ir.Operation, src: ir.Value, dst: ir.Value, threads: int) -> None:
@@ -164,11 +169,5 @@ def _lower_any_width(op: ir.Operation, src: ir.Value, dst: ir.Value, threads: in
                                     loop.inner_iter_args[0]])[0]
             scf.YieldOp([acc])
         acc = loop.results[0]
-        if ir.MemRefType(dst.type).memory_space is None:
-            memref.StoreOp(acc, dst, dst_idx)  # the thread's own copy
-        else:
-            store = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, c(0)).result)
-            with ir.InsertionPoint(store.then_block):
-                memref.StoreOp(acc, dst, dst_idx)
-                scf.YieldOp([])
+        _store_result(acc, dst, dst_idx, tid, c(0))
     op.erase()
