@@ -117,9 +117,10 @@ def test_discovery_finds_pocl() -> None:
 
 def test_device_ids_come_from_the_vendor_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     """AMD and Intel report the PCI device id through their attribute-query extensions (what profiles.match reads
-    first); without either the id is 0 and the device is matched by name. The raw query itself reads a real
-    property from each live driver: its vendor id, as pyopencl reports it."""
-    from portable.runtime_cl.clapi import device_info_uint
+    first); without either the id is 0 and the device is matched by name. The raw queries themselves read real
+    properties from each live driver (its vendor id and work-item sizes, as pyopencl reports them), and Intel's
+    subgroup sizes where the driver has them (pyopencl refuses that query)."""
+    from portable.runtime_cl.clapi import device_info_sizes, device_info_uint
 
     asked = []
     monkeypatch.setattr(discovery, "device_info_uint", lambda dev, param: asked.append(param) or 0x46A6)
@@ -132,6 +133,10 @@ def test_device_ids_come_from_the_vendor_queries(monkeypatch: pytest.MonkeyPatch
         pytest.skip(NO_DEVICE)
     for found in discovery.discover()[0]:
         assert device_info_uint(found.device, 0x1001) == found.info.vendor_id  # CL_DEVICE_VENDOR_ID
+        assert device_info_sizes(found.device, 0x1005) == list(found.device.max_work_item_sizes)  # size_t[]
+        if "cl_intel_required_subgroup_size" in found.info.limits["extensions"]:  # Intel's subgroup sizes
+            sg = found.info.limits["subgroup_size"]
+            assert sg and sg & (sg - 1) == 0, sg
         queried = {"cl_amd_device_attribute_query", "cl_intel_device_attribute_query"} & set(
             found.info.limits["extensions"])
         assert (found.info.device_id != 0) == bool(queried), (found.info.name, found.info.device_id)

@@ -58,16 +58,38 @@ def opencl_library() -> ctypes.CDLL | None:
         return None
 
 
-def device_info_uint(device: Any, param: int) -> int | None:
-    """A cl_uint device property by its raw enum (vendor queries pyopencl has no name for); None when the
-    driver does not answer it."""
+def _get_device_info() -> Any:
     lib = opencl_library()
     if lib is None:
         return None
-    value = ctypes.c_uint32(0)
     info = lib.clGetDeviceInfo
     info.restype = ctypes.c_int32
     info.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p,
                      ctypes.POINTER(ctypes.c_size_t)]  # as runtime_cl/cmdbuf.py sets them
+    return info
+
+
+def device_info_uint(device: Any, param: int) -> int | None:
+    """A cl_uint device property by its raw enum (vendor queries pyopencl refuses: it has no name for them);
+    None when the driver does not answer it."""
+    info = _get_device_info()
+    if info is None:
+        return None
+    value = ctypes.c_uint32(0)
     status = info(ctypes.c_void_p(device.int_ptr), param, ctypes.sizeof(value), ctypes.byref(value), None)
     return int(value.value) if status == 0 else None
+
+
+def device_info_sizes(device: Any, param: int) -> list[int] | None:
+    """A size_t[] device property by its raw enum (CL_DEVICE_SUB_GROUP_SIZES_INTEL); None when the driver does
+    not answer it."""
+    info = _get_device_info()
+    if info is None:
+        return None
+    size = ctypes.c_size_t(0)
+    if info(ctypes.c_void_p(device.int_ptr), param, 0, None, ctypes.byref(size)) != 0 or not size.value:
+        return None
+    values = (ctypes.c_size_t * (size.value // ctypes.sizeof(ctypes.c_size_t)))()
+    if info(ctypes.c_void_p(device.int_ptr), param, size.value, values, None) != 0:
+        return None
+    return [int(v) for v in values]

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import DeviceInfo
-from .clapi import IMPORT_ERROR, cl, device_info_uint
+from .clapi import IMPORT_ERROR, cl, device_info_sizes, device_info_uint
 from .errors import translate
 
 # OpenCL has no limit on workgroup counts per dimension; size_t-sized global sizes in practice. The
 # largest signed 32-bit value keeps plans portable to Vulkan-style int32 indexing.
 _NO_COUNT_LIMIT = (2**31 - 1,) * 3
 
-# Intel's CL_DEVICE_SUB_GROUP_SIZES_INTEL; pyopencl has no name for it and may refuse the raw query.
+# Intel's CL_DEVICE_SUB_GROUP_SIZES_INTEL: pyopencl has no name for it and refuses the raw query (clapi asks).
 _SUB_GROUP_SIZES_INTEL = 0x4108
 # The PCI device id, where a vendor extension reports it (cl_ext.h): what profiles.match reads first.
 _DEVICE_ID_QUERIES = (("cl_amd_device_attribute_query", 0x4034),   # CL_DEVICE_PCIE_ID_AMD
@@ -45,10 +45,10 @@ def _subgroup_size(device: Any, extensions: list[str]) -> int | None:
         return _query(device, "wavefront_width_amd")
     if "cl_intel_required_subgroup_size" in extensions:
         try:
-            sizes = list(device.get_info(_SUB_GROUP_SIZES_INTEL))
-            return max(sizes) if sizes else None
-        except Exception:
+            sizes = device_info_sizes(device, _SUB_GROUP_SIZES_INTEL)
+        except Exception:  # a loader without clGetDeviceInfo through ctypes
             return None
+        return max(sizes) if sizes else None
     # cl_khr_subgroups reports sizes per kernel only (clGetKernelSubGroupInfo), not per device.
     return None
 
