@@ -95,8 +95,6 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
                 "reduction_threads"):
         if cap and int(opts.get(key) or 0) > cap:
             opts[key] = 1 << (cap.bit_length() - 1)
-    # Strategies that lay data over a subgroup's lanes need its real width (the live device's where known); a key
-    # written for another width is off (llvmpipe's subgroup is 4, 8 or 16 lanes with the host's vector width).
     # The widths a pipeline may ask for (Vulkan subgroup size control on the live device, else the profile's list):
     # kernels laid over another width than the default one require it (compiler/coop_matrix.py).
     if info is not None and info.limits.get("subgroup_size_control"):
@@ -106,6 +104,8 @@ def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
         opts["subgroup_sizes"] = (int(info.limits["subgroup_size"]),)
     elif limits.get("subgroup_sizes"):
         opts["subgroup_sizes"] = tuple(int(v) for v in limits["subgroup_sizes"])
+    # Strategies that lay data over a subgroup's lanes need its real width (the live device's where known); a key
+    # written for another width is off (llvmpipe's subgroup is 4, 8 or 16 lanes with the host's vector width).
     if limits.get("subgroup_size"):
         opts["subgroup_size"] = int(limits["subgroup_size"])
         for key in ("subgroup_rows", "subgroup_shared_reads"):
