@@ -314,6 +314,23 @@ def test_matmul_promoted_to_workgroup_memory(device, tmp_path, mkn, tile, k_step
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("bmkn", [(3, 64, 48, 96), (2, 32, 64, 32)])
+def test_batch_matmul_promoted_to_workgroup_memory(device, tmp_path, bmkn):
+    """A batch matmul stages its operand tiles the same way, one workgroup per batch index and tile (grid z)."""
+    bsz, m, k, n = bmkn
+    g = portable.Graph()
+    g.output(g.matmul(g.input((bsz, m, k)), g.input((bsz, k, n))))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[4, 4],
+                                    matmul_promote_tile=[32, 32], matmul_promote_k=16)
+    assert exe.kernels[0].workgroup_size == (8, 8, 1)
+    assert exe.dispatches[0].grid == (n // 32, m // 32, bsz)
+    kern = exe.kernels[0]
+    assert (kern.opencl.count("barrier(") if kern.opencl else disassemble(kern.spirv).count("OpControlBarrier")) == 2
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((bsz, m, k)).astype(np.float32), rng.standard_normal((bsz, k, n)).astype(np.float32)
+    np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
     g = portable.Graph()
     g.output(g.matmul(g.input((48, 40)), g.input((40, 72))))  # 64x64 tiles do not divide: register-blocked form

@@ -37,14 +37,16 @@ def _copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
         cy -= 1
     return cy, cx
 
-def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads) -> None:
+def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads, lead: int = 0) -> None:
     """Transform lines staging the two operand tiles of group k's K step (handles %pk{k}, %pkl{k}) in workgroup
     memory: a pad that only makes each operand its own tile, bufferized to workgroup buffers filled by
     linalg.copy; each copy spread over the threads (`copy_threads(rows, cols)` -> (cy, cx)), one row at a time so
-    every access is a 1-d vector, straight-line where a thread copies several rows (so prefetch can move them)."""
+    every access is a 1-d vector, straight-line where a thread copies several rows (so prefetch can move them).
+    `lead`: unit leading dims of the tiles (a batch matmul's batch index)."""
     any_op = "!transform.any_op"
+    dims = ", ".join(str(d) for d in range(3 + lead))
     emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [{padding_values}], "
-         f"padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+         f"padding_dimensions = [{dims}], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
          f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
     for i in range(2):
         emit(f"    %po{k}_{i} = transform.get_producer_of_operand %pp{k}[{i}] : ({any_op}) -> {any_op}")
@@ -54,11 +56,12 @@ def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads) 
     emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({any_op}) -> ({any_op}, {any_op})")
     for i, (rows, cols) in enumerate(tiles):
         cy, cx = copy_threads(rows, cols)
+        zeros = "0, " * lead
         emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
-             f"num_threads [{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
+             f"num_threads [{zeros}{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
              f": ({any_op}) -> ({any_op}, {any_op})")
-        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes [1, 0] "
-             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    %pcr{k}_{i}, %pcl{k}_{i} = transform.structured.tile_using_for %pct{k}_{i} tile_sizes "
+             f"[{zeros}1, 0] : ({any_op}) -> ({any_op}, {any_op})")
         emit(f"    transform.structured.vectorize %pcr{k}_{i} : {any_op}")
         if rows // cy > 1:
             emit(f"    transform.loop.unroll %pcl{k}_{i} {{factor = {rows // cy}}} : {any_op}")
@@ -82,12 +85,13 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     its fill (fused into the workgroup forall)."""
     any_op = "!transform.any_op"
     k = g.index
-    tm_, tn_ = s.tile[0], s.tile[1]
-    ty, tx = s.threads[0], s.threads[1]
-    kt = s.promote_k
-    threads = ty * tx
     nloops = len(s.tile)
     red = nloops - 1
+    lead = nloops - 3  # a batch matmul's batch loop: one index per workgroup
+    tm_, tn_ = s.tile[lead], s.tile[lead + 1]
+    ty, tx = s.threads[lead], s.threads[lead + 1]
+    kt = s.promote_k
+    threads = ty * tx
     # The fill: each thread zeroes its own tile.
     par_threads = ", ".join(str(t) for t in s.threads[:red])
     emit(f"    %pf{k}, %pff{k} = transform.structured.tile_using_forall %wp{k}_1 num_threads [{par_threads}] "
@@ -98,7 +102,7 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     emit(f'    transform.annotate %pkl{k} "{PROMOTED_K}" : {any_op}')
     # Operand tiles become workgroup buffers filled by linalg.copy (the pad adds nothing: the tiles divide).
     zeros = ", ".join(_zero(ir.ShapedType(v.type).element_type) for v in g.root.operands)
-    emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads))
+    emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads), lead)
     # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
     nts = ", ".join(str(t) for t in s.threads)
     emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{nts}] "
