@@ -34,7 +34,7 @@ def _stride(launch: ir.Operation, workgroups: int) -> None:
         return  # not a grid along x, or one that fits: a workgroup per tile
     body = launch.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]
-    if any(op.name in ("gpu.barrier", "memref.alloc") for o in ops for op in _nested(o)):
+    if find_ops(launch, ("gpu.barrier", "memref.alloc")):
         return
     tiles = grid[0]
     index = ir.IndexType.get()
@@ -55,11 +55,3 @@ def _stride(launch: ir.Operation, workgroups: int) -> None:
     for op in find_ops(loop.operation, ("gpu.block_id",), lambda o: str(o.attributes["dimension"]) == "#gpu<dim x>"):
         op.results[0].replace_all_uses_with(tile)
         op.erase()
-
-
-def _nested(op: ir.Operation):
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield from _nested(inner.operation)

@@ -54,6 +54,11 @@ def _partials(op: ir.Operation) -> tuple[ir.Value, ir.Value, int] | None:
     return src, dst, st.shape[-1]
 
 
+def _c(v: int) -> ir.Value:
+    """An index constant at the current insertion point."""
+    return arith.ConstantOp(ir.IndexType.get(), v).result
+
+
 def _combiner(body: ir.Block) -> str | None:
     """The name of the one arith op that combines the body's two arguments, if that is all the body does."""
     ops = list(body.operations)
@@ -77,14 +82,9 @@ def _lower(op: ir.Operation, width: int) -> None:
     body = op.regions[0].blocks[0]
     f32 = ir.MemRefType(src.type).element_type
     with ir.InsertionPoint(op), op.location:
-        idx = ir.IndexType.get()
         i32 = ir.IntegerType.get_signless(32)
-
-        def c(v: int) -> ir.Value:
-            return arith.ConstantOp(idx, v).result
-
         tid = gpu.ThreadIdOp(gpu.Dimension.x).result
-        zeros = [c(0)] * (ir.MemRefType(src.type).rank - 1)
+        zeros = [_c(0)] * (ir.MemRefType(src.type).rank - 1)
         value = memref.LoadOp(src, zeros + [tid]).result
         # Butterfly over the subgroup: after log2(width) steps every lane holds the whole subgroup's value.
         step = width // 2
@@ -97,27 +97,27 @@ def _lower(op: ir.Operation, width: int) -> None:
         lanes = memref.AllocOp(ir.MemRefType.get([groups], f32,
                                                  memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>")),
                                [], []).result
-        lane = arith.RemUIOp(tid, c(width)).result
-        first = arith.CmpIOp(arith.CmpIPredicate.eq, lane, c(0)).result
+        lane = arith.RemUIOp(tid, _c(width)).result
+        first = arith.CmpIOp(arith.CmpIPredicate.eq, lane, _c(0)).result
         write = scf.IfOp(first)
         with ir.InsertionPoint(write.then_block):
-            memref.StoreOp(value, lanes, [arith.DivUIOp(tid, c(width)).result])
+            memref.StoreOp(value, lanes, [arith.DivUIOp(tid, _c(width)).result])
             scf.YieldOp([])
         gpu.BarrierOp()
-        dst_idx = [c(0)] * ir.MemRefType(dst.type).rank
+        dst_idx = [_c(0)] * ir.MemRefType(dst.type).rank
         acc = memref.LoadOp(dst, dst_idx).result
         for g in range(groups):
-            acc = clone_body(body, [memref.LoadOp(lanes, [c(g)]).result, acc])[0]
-        _store_result(acc, dst, dst_idx, tid, c(0))
+            acc = clone_body(body, [memref.LoadOp(lanes, [_c(g)]).result, acc])[0]
+        _store_result(acc, dst, dst_idx, tid)
     op.erase()
 
 
-def _store_result(acc: ir.Value, dst: ir.Value, dst_idx: list[ir.Value], tid: ir.Value, zero: ir.Value) -> None:
+def _store_result(acc: ir.Value, dst: ir.Value, dst_idx: list[ir.Value], tid: ir.Value) -> None:
     """Every thread holds the combined value: into its own copy of the result, or by thread 0 into a shared one."""
     if ir.MemRefType(dst.type).memory_space is None:
         memref.StoreOp(acc, dst, dst_idx)  # the thread's own copy
     else:
-        store = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
+        store = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, _c(0)).result)
         with ir.InsertionPoint(store.then_block):
             memref.StoreOp(acc, dst, dst_idx)
             scf.YieldOp([])
@@ -130,19 +130,14 @@ def _lower_any_width(op: ir.Operation, src: ir.Value, dst: ir.Value, threads: in
         return  # left as a loop over all partials
     elem = ir.MemRefType(src.type).element_type
     with ir.InsertionPoint(op), op.location:
-        idx = ir.IndexType.get()
         i32 = ir.IntegerType.get_signless(32)
-
-        def c(v: int) -> ir.Value:
-            return arith.ConstantOp(idx, v).result
-
         def reduce(value: ir.Value, kind: str) -> ir.Value:
             # Not marked uniform: SPIR-V's uniform group ops need the Groups capability, a kernel one, where the
             # GroupNonUniform arithmetic is what Vulkan devices have.
             return gpu.SubgroupReduceOp(value, ir.Attribute.parse(f"#gpu<all_reduce_op {kind.lower()}>")).result
 
         tid = gpu.ThreadIdOp(gpu.Dimension.x).result
-        zeros = [c(0)] * (ir.MemRefType(src.type).rank - 1)
+        zeros = [_c(0)] * (ir.MemRefType(src.type).rank - 1)
         mine = memref.LoadOp(src, zeros + [tid]).result
         value = reduce(mine, _KINDS[name])
         if name in _NAN_PROPAGATING:
@@ -155,19 +150,19 @@ def _lower_any_width(op: ir.Operation, src: ir.Value, dst: ir.Value, threads: in
         lanes = memref.AllocOp(ir.MemRefType.get([threads], elem,
                                                  memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>")),
                                [], []).result
-        first = arith.CmpIOp(arith.CmpIPredicate.eq, gpu.LaneIdOp().result, c(0)).result
+        first = arith.CmpIOp(arith.CmpIPredicate.eq, gpu.LaneIdOp().result, _c(0)).result
         write = scf.IfOp(first)
         with ir.InsertionPoint(write.then_block):
             memref.StoreOp(value, lanes, [gpu.SubgroupIdOp().result])
             scf.YieldOp([])
         gpu.BarrierOp()
-        dst_idx = [c(0)] * ir.MemRefType(dst.type).rank
+        dst_idx = [_c(0)] * ir.MemRefType(dst.type).rank
         init = memref.LoadOp(dst, dst_idx).result
-        loop = scf.ForOp(c(0), gpu.NumSubgroupsOp().result, c(1), [init])
+        loop = scf.ForOp(_c(0), gpu.NumSubgroupsOp().result, _c(1), [init])
         with ir.InsertionPoint(loop.body):
             acc = clone_body(body, [memref.LoadOp(lanes, [loop.induction_variable]).result,
                                     loop.inner_iter_args[0]])[0]
             scf.YieldOp([acc])
         acc = loop.results[0]
-        _store_result(acc, dst, dst_idx, tid, c(0))
+        _store_result(acc, dst, dst_idx, tid)
     op.erase()

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import PortableError, UnsupportedOp
+from ..runtime_vk import spirv as spirv_module
 from ..runtime_vk.spirv import CAPABILITY_NEEDS
 from .cases import Case, load_tensor
 from .compare import compare_outputs
@@ -313,17 +314,8 @@ def kernel_target_env(spirv: bytes, profile_env: str) -> str:
 
 
 def spirv_capabilities(spirv: bytes) -> set[int]:
-    """The OpCapability operands of a SPIR-V module."""
-    words = np.frombuffer(spirv[: len(spirv) // 4 * 4], dtype=np.uint32)
-    caps, i = set(), 5
-    while i < len(words):
-        wc, op = int(words[i]) >> 16, int(words[i]) & 0xFFFF
-        if wc == 0:
-            break
-        if op == 17 and i + 1 < len(words):  # OpCapability
-            caps.add(int(words[i + 1]))
-        i += wc
-    return caps
+    """The OpCapability operands of a SPIR-V module (none for a kernel without SPIR-V)."""
+    return spirv_module.inspect(spirv).capabilities if spirv else set()
 
 
 def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:

@@ -50,7 +50,7 @@ def opencl_library() -> ctypes.CDLL | None:
                 if "libOpenCL" in line and line.rstrip().endswith((".so", ".1", ".0")):
                     return ctypes.CDLL(line.split()[-1])
     except OSError:
-        pass
+        pass  # no /proc (not Linux): ask the linker
     try:
         name = ctypes.util.find_library("OpenCL")
         return ctypes.CDLL(name) if name else None
@@ -58,21 +58,23 @@ def opencl_library() -> ctypes.CDLL | None:
         return None
 
 
-def _get_device_info() -> Any:
+@lru_cache(maxsize=1)
+def get_device_info() -> Any:
+    """clGetDeviceInfo through ctypes, its signature set once (None without a loader)."""
     lib = opencl_library()
     if lib is None:
         return None
     info = lib.clGetDeviceInfo
     info.restype = ctypes.c_int32
     info.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p,
-                     ctypes.POINTER(ctypes.c_size_t)]  # as runtime_cl/cmdbuf.py sets them
+                     ctypes.POINTER(ctypes.c_size_t)]
     return info
 
 
 def device_info_uint(device: Any, param: int) -> int | None:
     """A cl_uint device property by its raw enum (vendor queries pyopencl refuses: it has no name for them);
     None when the driver does not answer it."""
-    info = _get_device_info()
+    info = get_device_info()
     if info is None:
         return None
     value = ctypes.c_uint32(0)
@@ -83,7 +85,7 @@ def device_info_uint(device: Any, param: int) -> int | None:
 def device_info_sizes(device: Any, param: int) -> list[int] | None:
     """A size_t[] device property by its raw enum (CL_DEVICE_SUB_GROUP_SIZES_INTEL); None when the driver does
     not answer it."""
-    info = _get_device_info()
+    info = get_device_info()
     if info is None:
         return None
     size = ctypes.c_size_t(0)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .clapi import cl, opencl_library
+from .clapi import cl, get_device_info, opencl_library
 
 EXTENSION = "cl_khr_command_buffer"
 _CAPABILITIES = 0x12A9  # CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR
@@ -73,8 +73,7 @@ class CommandBufferApi:
         self.enqueue = fn("clEnqueueCommandBufferKHR", _u32, _vp, _vp, _u32, ctypes.POINTER(_vp),
                           ctypes.POINTER(_vp))
         self.release = fn("clReleaseCommandBufferKHR", _vp)
-        info = lib.clGetDeviceInfo
-        info.restype, info.argtypes = _i32, [_vp, _u32, ctypes.c_size_t, _vp, ctypes.POINTER(ctypes.c_size_t)]
+        info = get_device_info()
         caps = ctypes.c_uint64(0)
         _check(info(ctypes.c_void_p(device.int_ptr), _CAPABILITIES, 8, ctypes.byref(caps), None),
                "clGetDeviceInfo(CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR)")
