@@ -153,6 +153,15 @@ def test_transpose_reshape(device):
     check(g, [rand((4, 6, 5))], device)
 
 
+def test_transpose_of_a_fused_result(device):
+    """A transpose over shapes whose tiles divide (vectorized): on lavapipe it read its input transposed in a
+    vector of 8, which SPIR-V cannot hold, and transpose(relu(a @ b)) failed to compile."""
+    g = portable.Graph()
+    a, b = g.input((64, 32)), g.input((32, 64))
+    g.output(g.transpose(g.relu(g.matmul(a, b))), g.transpose(g.add(a, 1.0)))
+    check(g, [rand((64, 32)), rand((32, 64))], device, rtol=1e-4, atol=1e-4)
+
+
 def test_transpose_i32(device):
     g = portable.Graph()
     x = g.input((7, 13), "int32")

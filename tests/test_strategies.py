@@ -331,6 +331,40 @@ def test_batch_matmul_promoted_to_workgroup_memory(device, tmp_path, bmkn):
     np.testing.assert_allclose(loaded(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("epilogue", ["bias_relu_residual", "bias_gelu", "scale_batch"])
+def test_promoted_matmul_with_epilogue(device, tmp_path, epilogue):
+    """A matmul's elementwise epilogue (bias, activation, residual; a batch matmul's scale) keeps the staged form:
+    it runs after the K loop on each thread's own register tile, and takes the accumulators as they are (no fill
+    of the output, no read back of it: each output vector is stored once)."""
+    rng = np.random.default_rng(3)
+    g = portable.Graph()
+    if epilogue == "scale_batch":
+        shapes = [(2, 64, 48), (2, 48, 96)]
+        a, b = g.input(shapes[0]), g.input(shapes[1])
+        g.output(g.mul(g.matmul(a, b), 0.125))
+        rows, grid = 64 * 96 * 2 // 4, (96 // 32, 64 // 32, 2)
+    else:
+        shapes = [(64, 96), (96, 128), (128,), (64, 128)][:4 if epilogue == "bias_relu_residual" else 3]
+        a, b, bias, *res = (g.input(s) for s in shapes)
+        y = g.add(g.matmul(a, b), bias)
+        g.output(g.add(g.relu(y), res[0]) if res else g.gelu(y))
+        rows, grid = 64 * 128 // 4, (128 // 32, 64 // 32, 1)
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[4, 4],
+                                    matmul_promote_tile=[32, 32], matmul_promote_k=16)
+    assert len(exe.kernels) == 1
+    assert exe.kernels[0].workgroup_size == (8, 8, 1) and exe.dispatches[0].grid == grid
+    kern = exe.kernels[0]
+    if kern.opencl is not None:
+        assert kern.opencl.count("barrier(") == 2
+        out = re.search(r"__global float\* restrict (\w+)", kern.opencl).group(1)  # the one written
+        stores = len(re.findall(rf"\*\(__global float4\*\)\({out} ", kern.opencl))
+        assert stores * 8 * 8 * grid[0] * grid[1] * grid[2] == rows  # one 4-wide store per output vector
+    else:
+        assert disassemble(kern.spirv).count("OpControlBarrier") == 2
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
     g = portable.Graph()
     g.output(g.matmul(g.input((48, 40)), g.input((40, 72))))  # 64x64 tiles do not divide: register-blocked form

@@ -47,6 +47,9 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
                                    "tiny": _mm(128, 128, 128)}, "float16"),
     "gemv_4096": ("matmul", {"gpu": _mm(1, 4096, 4096), "cpu": _mm(1, 2048, 2048), "tiny": _mm(1, 256, 256)},
                   "float32"),
+    # A transformer MLP's first layer: the matmul with its epilogue (bias, tanh-GELU) fused into the kernel.
+    "mlp_gelu_4096": ("matmul_gelu", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(512, 512, 512),
+                                      "tiny": _mm(64, 64, 64)}, "float32"),
     "bmm_attention": ("batch_matmul", {"gpu": _bmm(16, 512, 64, 512), "cpu": _bmm(8, 256, 64, 256),
                                        "tiny": _bmm(2, 32, 16, 32)}, "float32"),
     "conv3x3_resnet": ("conv2d", {"gpu": _conv(8, 56, 64, 64, 3), "cpu": _conv(1, 56, 64, 64, 3),
@@ -115,6 +118,8 @@ class Workload:
         dt = {"float32": "f32", "float16": "f16"}[self.dtype]
         if self.family == "matmul":
             return f"matmul {p['m']}x{p['k']}x{p['n']} {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
+        if self.family == "matmul_gelu":
+            return f"gelu(matmul {p['m']}x{p['k']}x{p['n']} + bias) {dt}"
         if self.family == "batch_matmul":
             return f"bmm {p['b']}x{p['m']}x{p['k']} @ {p['b']}x{p['k']}x{p['n']} {dt}"
         if self.family in ("conv2d", "depthwise_conv2d"):
@@ -165,6 +170,9 @@ def _graph(family: str, p: dict, dtype: str):
     g = Graph(family)
     if family == "matmul":
         g.output(g.matmul(g.input((p["m"], p["k"]), dtype), g.input((p["k"], p["n"]), dtype)))
+    elif family == "matmul_gelu":
+        x, w, bias = g.input((p["m"], p["k"]), dtype), g.input((p["k"], p["n"]), dtype), g.input((p["n"],), dtype)
+        g.output(g.gelu(g.add(g.matmul(x, w), bias)))
     elif family == "batch_matmul":
         g.output(g.matmul(g.input((p["b"], p["m"], p["k"]), dtype), g.input((p["b"], p["k"], p["n"]), dtype)))
     elif family == "conv2d":
@@ -261,6 +269,10 @@ def build(wid: str, size_class: str, onnx_path: str | None = None) -> Workload:
             text, built_with = _matmul_f16_mlir(p), "MLIR text (f16 in, f32 accumulate and out)"
         else:
             text = _graph(family, p, dtype).to_mlir()
+    elif family == "matmul_gelu":
+        ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), dtype)]
+        out = ((p["m"], p["n"]), dtype)
+        flops, bound, text = 2.0 * p["m"] * p["n"] * p["k"], "compute", _graph(family, p, dtype).to_mlir()
     elif family == "batch_matmul":
         ins = [((p["b"], p["m"], p["k"]), dtype), ((p["b"], p["k"], p["n"]), dtype)]
         out = ((p["b"], p["m"], p["n"]), dtype)

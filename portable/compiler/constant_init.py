@@ -34,23 +34,23 @@ def _splat_write(op: ir.Operation) -> ir.Attribute | None:
     attr = value.owner.attributes["value"]
     if not isinstance(attr, ir.DenseElementsAttr) or not attr.is_splat:
         return None
-    if _segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
+    if operand_segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not minor_identity(op):
         return None
     return attr
 
 
-def _minor_identity(op: ir.Operation) -> bool:
+def minor_identity(op: ir.Operation) -> bool:
     amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     n, r = amap.n_dims, len(amap.results)
     return [str(e) for e in amap.results] == [f"d{i}" for i in range(n - r, n)]
 
 
-def _segments(op: ir.Operation) -> list[int]:
+def operand_segments(op: ir.Operation) -> list[int]:
     return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
 
 
-def _indices(op: ir.Operation) -> list[ir.Value]:
-    seg = _segments(op)
+def transfer_indices(op: ir.Operation) -> list[ir.Value]:
+    seg = operand_segments(op)
     start = 1 if op.name == "vector.transfer_read" else 2
     return list(op.operands)[start:start + seg[1 if op.name == "vector.transfer_read" else 2]]
 
@@ -58,7 +58,7 @@ def _indices(op: ir.Operation) -> list[ir.Value]:
 _MAX_ELEMENTS = 4096  # elements a thread's fill may cover for the enumeration below
 
 
-def _linear(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
+def linear_form(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
     """`v` as ({leaf value: coefficient}, constant) over adds, subtracts and products with constants."""
     c = constant_int(v)
     if c is not None:
@@ -66,7 +66,7 @@ def _linear(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
     if depth < 32 and isinstance(v, ir.OpResult):
         op = v.owner.operation
         if op.name in ("arith.addi", "arith.subi"):
-            (fa, ca), (fb, cb) = (_linear(x, depth + 1) for x in op.operands)
+            (fa, ca), (fb, cb) = (linear_form(x, depth + 1) for x in op.operands)
             sign = 1 if op.name == "arith.addi" else -1
             out = dict(fa)
             for k, n in fb.items():
@@ -76,7 +76,7 @@ def _linear(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
             for x, y in (op.operands, reversed(list(op.operands))):
                 k = constant_int(y)
                 if k is not None:
-                    f, c = _linear(x, depth + 1)
+                    f, c = linear_form(x, depth + 1)
                     return {a: n * k for a, n in f.items() if n * k}, c * k
     return {v: 1}, 0
 
@@ -106,7 +106,7 @@ def _fill_nest(loop: ir.Operation):
 def _elements(indices: list[ir.Value], ranges: dict, vshape: list[int]) -> set | None:
     """The elements (per dim: symbolic part, constant) that `indices` reach over the loop `ranges` (iv -> values)
     and a minor-identity vector of shape `vshape`; None when too many or not linear."""
-    forms = [_linear(v) for v in indices]
+    forms = [linear_form(v) for v in indices]
     free = [iv for iv in ranges if any(iv in f for f, _ in forms)]
     count = 1
     for iv in free:
@@ -148,12 +148,13 @@ def _access(op: ir.Operation, mem: ir.Value) -> tuple[list[ir.Value], list[int]]
         return (list(op.operands)[at + 1:], []) if op.operands[at] == mem else None
     if op.name in ("vector.transfer_read", "vector.transfer_write"):
         read = op.name == "vector.transfer_read"
-        if op.operands[0 if read else 1] != mem or _segments(op)[-1] or "false" in str(op.attributes["in_bounds"]):
+        if op.operands[0 if read else 1] != mem or operand_segments(op)[-1] or \
+                "false" in str(op.attributes["in_bounds"]):
             return None
-        if not _minor_identity(op):
+        if not minor_identity(op):
             return None
         vtype = op.results[0].type if read else op.operands[0].type
-        return _indices(op), list(ir.VectorType(vtype).shape)
+        return transfer_indices(op), list(ir.VectorType(vtype).shape)
     return None
 
 
@@ -222,8 +223,8 @@ def _forward_fill(block: ir.Block, mem: ir.Value) -> None:
 
 
 def _overwritten(block: ir.Block, last_fill: ir.Operation, mem: ir.Value, filled: set) -> bool:
-    """Nothing reads `mem` any more, and the thread's top-level writes after its fill store every element it
-    filled."""
+    """The thread's top-level writes after its fill store every element it filled before anything else touches
+    `mem` (reads after that see those writes: a matmul's epilogue reading the outputs back)."""
     written: set = set()
     after = False
     for o in (x.operation for x in block.operations):
@@ -239,7 +240,9 @@ def _overwritten(block: ir.Block, last_fill: ir.Operation, mem: ir.Value, filled
         if got is None:
             return False
         written |= got
-    return filled <= written
+        if filled <= written:
+            return True
+    return False
 
 
 def _drop_leading_barriers(block: ir.Block) -> None:

@@ -6,7 +6,8 @@ bias + activation). Consumers are rewritten to update the root's result in place
 consumer and fusing the rest into its loops gives one kernel with no temporary buffer.
 On profiles that allow it (`row_fusion_private_bytes` on CPU drivers, `row_fusion_shared_bytes` on GPUs), a
 row chain (row_chains.py: a row reduction with the elementwise ops and reductions that consume it, such as
-softmax or layernorm) is one group, tiled by whole rows; a chain the device's memory cannot hold is not formed.
+softmax or layernorm) is one group, tiled by whole rows; rows the device's memory cannot hold are computed again
+where they are read (row_chains.recompute).
 Every op of a group is tagged `portable.op = "g<group>_<order>"`: order 0 is the op that is tiled, the rest
 are fused into it in increasing order.
 """
@@ -123,7 +124,7 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
     thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
     over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
     `row_fusion_shared_bytes`, with rows long enough to share (tiles.row_threads) and a grid the device takes.
-    Chains that do not fit keep one kernel per op."""
+    Rows that do not fit are computed again where they are read (row_chains.recompute)."""
     if not profile:
         return None
     t = int(profile.get("reduction_threads", 0))

@@ -16,9 +16,10 @@ is still reached through subviews.
 
 from __future__ import annotations
 
+from .constant_init import linear_form, minor_identity, operand_segments, transfer_indices
 from .dispatch import Group
-from .ir_util import constant_int, find_ops, pop_marked
-from .loop_registers import carry_in_registers, defined_outside
+from .ir_util import constant_int, find_ops, kernel_blocks, pop_marked
+from .loop_registers import carry_in_registers, defined_outside, touches
 from .mlir import arith, ir, scf
 from .strategy import Strategy
 
@@ -69,8 +70,9 @@ def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads, 
 
 
 def applies(g: Group) -> bool:
-    """The group is a matmul with nothing fused but the fill of its output (what `emit` stages)."""
-    if g.consumers or g.chain or len(g.producers) != 1:
+    """The group is a matmul with nothing fused but the fill of its output (what `emit` stages) and elementwise
+    consumers of its result (its epilogue)."""
+    if g.chain or len(g.producers) != 1:
         return False
     out = g.root.operands[len(g.root.operands) - 1]
     return isinstance(out, ir.OpResult) and out.owner.operation == g.producers[0]
@@ -81,11 +83,14 @@ def _zero(t: ir.Type) -> str:
 
 
 def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
-    """The thread-level part of a promoted matmul group: `%wt{k}` is the matmul tiled to its workgroup, `%wp{k}_1`
-    its fill (fused into the workgroup forall)."""
+    """The thread-level part of a promoted matmul group: `%wt{k}` is the group's tiled op (the matmul, or the last
+    op of its epilogue) in its workgroup, `%wp{k}_j` the ops fused into it there (epilogue ops, the matmul, its
+    fill). The epilogue runs after the K loop, each thread over its own register tile of the output."""
     any_op = "!transform.any_op"
     k = g.index
-    nloops = len(s.tile)
+    nc = len(g.consumers)
+    matmul, fill = (f"%wp{k}_{nc}", f"%wp{k}_{nc + 1}") if nc else (f"%wt{k}", f"%wp{k}_1")
+    nloops = len(s.root_k_tile)
     red = nloops - 1
     lead = nloops - 3  # a batch matmul's batch loop: one index per workgroup
     tm_, tn_ = s.tile[lead], s.tile[lead + 1]
@@ -94,18 +99,17 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     threads = ty * tx
     # The fill: each thread zeroes its own tile.
     par_threads = ", ".join(str(t) for t in s.threads[:red])
-    emit(f"    %pf{k}, %pff{k} = transform.structured.tile_using_forall %wp{k}_1 num_threads [{par_threads}] "
+    emit(f"    %pf{k}, %pff{k} = transform.structured.tile_using_forall {fill} num_threads [{par_threads}] "
          f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
     ksz = ", ".join(str(kt) if i == red else "0" for i in range(nloops))
-    emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for %wt{k} tile_sizes [{ksz}] "
+    emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for {matmul} tile_sizes [{ksz}] "
          f": ({any_op}) -> ({any_op}, {any_op})")
     emit(f'    transform.annotate %pkl{k} "{PROMOTED_K}" : {any_op}')
     # Operand tiles become workgroup buffers filled by linalg.copy (the pad adds nothing: the tiles divide).
     zeros = ", ".join(_zero(ir.ShapedType(v.type).element_type) for v in g.root.operands)
     emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads), lead)
     # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
-    nts = ", ".join(str(t) for t in s.threads)
-    emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{nts}] "
+    emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{par_threads}, 0] "
          f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
     kts = ", ".join(str(t) for t in s.root_k_tile)
     emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %tt{k} tile_sizes [{kts}] "
@@ -124,6 +128,30 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     from .transform_script import register_accumulators  # (transform_script imports this module)
 
     register_accumulators(emit, f"%tf{k}", f"%kl{k}")
+    if nc:
+        _epilogue(emit, k, nc, par_threads, lead, rows)
+
+
+def _epilogue(emit, k: int, nc: int, par_threads: str, row_dim: int, rows: int) -> None:
+    """The epilogue ops over the output tile, each thread its own register tile (the threads as the matmul's, so
+    each reads the outputs it wrote), a row at a time unrolled: each row's ops vectorize as 1-d (as _threads does
+    for elementwise tiles)."""
+    any_op = "!transform.any_op"
+    emit(f"    %et{k}, %ef{k} = transform.structured.tile_using_forall %wt{k} num_threads [{par_threads}] "
+         f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+    cont = f"%ef{k}"
+    for j in range(1, nc):
+        emit(f"    %ep{k}_{j}, %ec{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
+             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        cont = f"%ec{k}_{j}"
+    if rows > 1:
+        sizes = ", ".join("1" if i == row_dim else "0" for i in range(row_dim + 2))
+        emit(f"    %eu{k}, %el{k} = transform.structured.fuse %et{k} tile_sizes [{sizes}] "
+             f": ({any_op}) -> ({any_op}, {any_op})")
+        emit(f"    transform.loop.unroll %el{k} {{factor = {rows}}} : {any_op}")
+    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+    emit(f'    %eg{k} = transform.structured.match ops{{["linalg.generic"]}} in {cont} : ({any_op}) -> {any_op}')
+    emit(f"    transform.structured.vectorize %eg{k} : {any_op}")
 
 
 # ---- after outlining ----------------------------------------------------------------------------------------
@@ -141,6 +169,76 @@ def hoist_accumulators(module: ir.Module) -> None:
         for op in find_ops(loop, ("gpu.barrier",)):
             op.attributes["address_spaces"] = ir.Attribute.parse("[#gpu.address_space<workgroup>]")
         prefetch(loop)
+
+
+def _transfer(op: ir.Operation) -> tuple | None:
+    """(buffer, indices, vector type, maps) of an unmasked, in-bounds, minor-identity vector transfer, else None."""
+    if op.name not in ("vector.transfer_read", "vector.transfer_write") or operand_segments(op)[-1] or \
+            "false" in str(op.attributes["in_bounds"]) or not minor_identity(op):
+        return None
+    read = op.name == "vector.transfer_read"
+    vtype = op.results[0].type if read else op.operands[0].type
+    return (op.operands[0 if read else 1], transfer_indices(op), vtype, str(op.attributes["permutation_map"]),
+            str(op.attributes["in_bounds"]))
+
+
+def _same_place(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x == y for x, y in zip(a[1], b[1])) and \
+        a[2] == b[2] and a[3:] == b[3:]
+
+
+def _apart(a: tuple, b: tuple) -> bool:
+    """Two transfers of one buffer (minor-identity 1-d vectors) that provably touch no common element: some index
+    differs by a constant, past the vector's length in the last dim."""
+    if a[0] != b[0] or len(a[1]) != len(b[1]) or a[3] != b[3] or ir.VectorType(a[2]).rank != 1 or \
+            ir.VectorType(b[2]).rank != 1:
+        return False
+    for d, (x, y) in enumerate(zip(a[1], b[1])):
+        (fx, cx), (fy, cy) = linear_form(x), linear_form(y)
+        if fx != fy:
+            continue
+        reach = max(ir.VectorType(a[2]).shape[0], ir.VectorType(b[2]).shape[0]) if d == len(a[1]) - 1 else 1
+        if abs(cx - cy) >= reach:
+            return True
+    return False
+
+
+def forward_own_writes(module: ir.Module) -> None:
+    """forward_own_writes_in over every kernel's body (run after CSE: the read and the write then index with the
+    same values)."""
+    for block in kernel_blocks(module):
+        forward_own_writes_in(block)
+
+
+def forward_own_writes_in(block: ir.Block) -> None:
+    """A promoted matmul's epilogue reads back the outputs its thread just wrote after the K loop, then writes them
+    again: each such read (same buffer, indices, vector type, nothing touching the buffer between) takes the value
+    written, and the first write goes when the second covers it with nothing reading between. Thread-local, as
+    constant_init's forwarding: another thread's write between the two would be a race in the kernel itself."""
+    ops = [o.operation for o in block.operations]
+    alive = [True] * len(ops)
+    for i, w in enumerate(ops):
+        place = _transfer(w) if alive[i] and w.name == "vector.transfer_write" else None
+        if place is None:
+            continue
+        for j in range(i + 1, len(ops)):
+            if not alive[j]:
+                continue
+            o = ops[j]
+            other = _transfer(o)
+            if other is not None and _same_place(place, other):
+                if o.name == "vector.transfer_read":
+                    o.results[0].replace_all_uses_with(w.operands[0])
+                    o.erase()
+                    alive[j] = False
+                    continue
+                w.erase()
+                alive[i] = False
+                break
+            if other is not None and o.name == "vector.transfer_write" and _apart(place, other):
+                continue  # another row of the tile
+            if touches(o, [place[0]]):
+                break
 
 
 def _mark_unroll(loop: ir.Operation) -> None:

@@ -6,15 +6,23 @@ over the columns: reduced by the chain's reductions, parallel in its elementwise
 op by whole rows and fusing the others into that tile (upstream `fuse_into_containing_op`) gives one kernel in
 which every reduction is complete inside the tile and no intermediate reaches global memory: producers with
 several users in the chain are recomputed from the inputs, so a row is read once per reduction pass.
+
+Each elementwise op but the last keeps its row in the kernel (workgroup memory, registers or private memory).
+A chain whose rows the device cannot hold recomputes the earliest of them instead (`recompute`): such an op's
+body is computed inside each of its users, which read its inputs; the row is gone and its inputs are read once
+more per user (from cache, mostly). That costs a read per pass where the unfused form, one kernel per op, writes
+every intermediate to global memory and reads it back: softmax over 8192 columns on a 48 KiB device was 4
+kernels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .ir_util import as_operation, reassociation_attr, reassociation_groups
+from .gather_fusion import loop_index, map_indices, pointwise
+from .ir_util import as_operation, clone_at, reassociation_attr, reassociation_groups
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
-from .mlir import ir, tensor
+from .mlir import ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 
@@ -247,61 +255,151 @@ def _reduce_to_rows(op: ir.Operation) -> None:
 
 def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool]) -> list[list[ir.Operation]]:
     """Row chains of `func_op`'s body (block order, at least one reduction and one more op) that `fits` (the
-    device's memory holds what the kernel keeps); every op but the last has all its users in the chain.
-    Ops of a chain that does not fit stay one kernel per op."""
+    device's memory holds what the kernel keeps), some rows computed again where they are read if that is what
+    it takes (`recompute`); every op but the last has all its users in the chain. Ops of a chain that cannot be
+    made to fit stay one kernel per op."""
     block = func_op.regions[0].blocks[0]
     for op in [op.operation for op in block.operations if op.name == "linalg.generic"]:
         k = classify(op)
         if k.kind == "reduction" and k.iterators.count("reduction") == 1 and k.iterators[-1] == "reduction":
             _reduce_to_rows(op)
-    generics = [op.operation for op in block.operations if op.name == "linalg.generic"]
-    taken = _OpSet()
+    taken, tried = _OpSet(), _OpSet()  # ops in chains; reductions that start none
     chains = []
-    for r in generics:
-        if r in taken or classify(r).kind != "reduction":
-            continue
-        shape = _row_shape(r)
-        if shape is None:
-            continue
-        members = _OpSet([r])
-        chain = [r]
-        for u in generics[next(i for i, g in enumerate(generics) if g == r) + 1:]:
-            if u in taken or _row_shape(u) != shape:
-                continue
-            reads = []
-            for i in range(num_inputs(u)):
-                p = _chain_operand(u, i, members)
-                if p is not None:
-                    reads.append((i, p))
-            if reads and all(_reads_rows(u, i, classify(p).kind == "reduction") for i, p in reads):
-                members.add(u)
-                chain.append(u)
-        # The longest prefix whose ops, all but the last, are used only inside it.
-        while len(chain) > 1:
-            inside = _OpSet(chain)
-            if all(all(u in inside for u in _users(op)) for op in chain[:-1]):
-                break
-            chain.pop()
-        if len(chain) < 2:
-            continue
-        members = _OpSet(chain)
-        grew = True
-        while grew:
-            grew = False
-            for op in list(members):
-                for v in list(op.operands)[:num_inputs(op)]:
-                    e = _producer(v)
-                    if e is None or e in members or e in taken or not _pre_op_ok(e, shape, members):
-                        continue
-                    if not all(_reads_rows(u, i, False) for u in _users(e)
-                               for i, w in enumerate(list(u.operands)[:num_inputs(u)]) if _producer(w) in _OpSet([e])):
-                        continue
-                    members.add(e)
-                    grew = True
-        chain = [g for g in generics if g in members]
-        if not fits(chain):
+    while True:
+        # Listed afresh each time: recomputing a chain's rows replaces ops.
+        generics = [op.operation for op in block.operations if op.name == "linalg.generic"]
+        r = next((g for g in generics if g not in taken and g not in tried and classify(g).kind == "reduction"),
+                 None)
+        if r is None:
+            return chains
+        chain = _chain_from(r, generics, taken)
+        if chain is not None and not fits(chain):
+            chain = recompute(chain, fits)
+        if chain is None:
+            tried.add(r)
             continue
         for op in chain:
             taken.add(op)
         chains.append(chain)
-    return chains
+
+
+def _chain_from(r: ir.Operation, generics: list[ir.Operation], taken: _OpSet) -> list[ir.Operation] | None:
+    """The row chain that reduction `r` starts (find_chains), or None."""
+    shape = _row_shape(r)
+    if shape is None:
+        return None
+    members = _OpSet([r])
+    chain = [r]
+    for u in generics[next(i for i, g in enumerate(generics) if g == r) + 1:]:
+        if u in taken or _row_shape(u) != shape:
+            continue
+        reads = []
+        for i in range(num_inputs(u)):
+            p = _chain_operand(u, i, members)
+            if p is not None:
+                reads.append((i, p))
+        if reads and all(_reads_rows(u, i, classify(p).kind == "reduction") for i, p in reads):
+            members.add(u)
+            chain.append(u)
+    # The longest prefix whose ops, all but the last, are used only inside it.
+    while len(chain) > 1:
+        inside = _OpSet(chain)
+        if all(all(u in inside for u in _users(op)) for op in chain[:-1]):
+            break
+        chain.pop()
+    if len(chain) < 2:
+        return None
+    members = _OpSet(chain)
+    grew = True
+    while grew:
+        grew = False
+        for op in list(members):
+            for v in list(op.operands)[:num_inputs(op)]:
+                e = _producer(v)
+                if e is None or e in members or e in taken or not _pre_op_ok(e, shape, members):
+                    continue
+                if not all(_reads_rows(u, i, False) for u in _users(e)
+                           for i, w in enumerate(list(u.operands)[:num_inputs(u)]) if _producer(w) in _OpSet([e])):
+                    continue
+                members.add(e)
+                grew = True
+    return [g for g in generics if g in members]
+
+
+def recompute(chain: list[ir.Operation], fits: Callable[[list[ir.Operation]], bool]) -> list[ir.Operation] | None:
+    """The chain with its earliest elementwise rows computed inside their users, as few as make it fit (module
+    docstring); None when even all of them do not, or one of them cannot be (not a function of its position)."""
+    rows = [op for op in chain[:-1] if classify(op).kind == "elementwise"]
+    for n in range(1, len(rows) + 1):
+        gone = _OpSet(rows[:n])
+        if fits([op for op in chain if op not in gone]):
+            break
+    else:
+        return None
+    if not all(pointwise(op) for op in gone):
+        return None
+    # By position: computing an op inside a user replaces that user (which may be the next to go).
+    chain = list(chain)
+    drop = [i for i, op in enumerate(chain) if op in gone]
+    for j in drop:
+        op = chain[j]
+        while list(op.results[0].uses):
+            use = next(iter(op.results[0].uses))
+            consumer = as_operation(use.owner)
+            i = next(i for i, c in enumerate(chain) if c is not None and c == consumer)
+            chain[i] = _compute_inside(consumer, use.operand_number, op)
+        op.erase()
+        chain[j] = None
+    return [op for op in chain if op is not None]
+
+
+def _compute_inside(consumer: ir.Operation, operand: int, producer: ir.Operation) -> ir.Operation:
+    """`consumer` with input `operand` (`producer`'s result, a pointwise op) replaced by `producer`'s body: it
+    reads `producer`'s inputs through their maps composed with the operand's (loop dims and constant 0s both)."""
+    nin = num_inputs(consumer)
+    maps = indexing_maps(consumer)
+    at = map_indices(maps[operand])  # consumer loop (or None: 0) per producer loop
+    p_nin = num_inputs(producer)
+    p_maps = indexing_maps(producer)[:p_nin]
+    n_dims = maps[operand].n_dims
+
+    def composed(m: ir.AffineMap) -> ir.AffineMap:
+        out = [ir.AffineDimExpr.get(at[d]) if d is not None and at[d] is not None else ir.AffineConstantExpr.get(0)
+               for d in map_indices(m)]
+        return ir.AffineMap.get(n_dims, 0, out)
+
+    keep = [i for i in range(nin) if i != operand]
+    ins = [consumer.operands[i] for i in keep] + list(producer.operands)[:p_nin]
+    outs = list(consumer.operands)[nin:]
+    new_maps = [maps[i] for i in keep] + [composed(m) for m in p_maps] + maps[nin:]
+    with ir.InsertionPoint(consumer), consumer.location:
+        new = linalg.GenericOp(
+            [r.type for r in consumer.results], ins, outs,
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]), consumer.attributes["iterator_types"])
+        types = [ir.ShapedType(v.type).element_type if isinstance(v.type, ir.ShapedType) else v.type
+                 for v in ins + outs]
+        block = new.regions[0].blocks.append(*types)
+    args = list(block.arguments)
+    p_body = producer.regions[0].blocks[0]
+    with ir.InsertionPoint(block), consumer.location:
+        positions = [loop_index(d) for d in at]
+        mapping = {p_body.arguments[j]: args[len(keep) + j] for j in range(p_nin)}
+        value = clone_at(p_body, positions, mapping)
+    old = consumer.regions[0].blocks[0]
+    old_args = list(old.arguments)
+    for i, a in enumerate(old_args):
+        if i == operand:
+            a.replace_all_uses_with(value)
+        elif i < nin:
+            a.replace_all_uses_with(args[keep.index(i)])
+        else:
+            a.replace_all_uses_with(args[len(keep) + p_nin + i - nin])
+    for o in list(old.operations):
+        block.append(o.detach_from_parent())
+    for r_old, r_new in zip(consumer.results, new.results):
+        r_old.replace_all_uses_with(r_new)
+    consumer.erase()
+    for idx in list(block.operations):
+        if idx.name in ("linalg.index", "arith.constant") and not list(idx.results[0].uses):
+            idx.erase()
+    return new.operation

@@ -5,9 +5,8 @@ llvmpipe every buffer access is a loop over the lanes whose cost is mostly per a
 pay. The arithmetic stays on vec4: every op on vector<8xT> becomes two ops on the halves. Handled: elementwise
 arith/math ops and vector.fma, constants, broadcasts of scalars, bitcasts, 1-d minor-identity transfers, and
 the halves taken from and joined into 8-element vectors (subgroup_rows.py: vector.extract_strided_slice of a half,
-vector.shuffle of two halves in order); a
-function with any other op on 8-element vectors is left whole (the SPIR-V lowering then fails and the compile
-falls back to scalar tiles).
+vector.shuffle of two halves in order). A function with any other op on 8-element vectors is left whole, and its
+SPIR-V lowering fails: groups whose ops `plain_elementwise` does not vouch for get tiles of 4 instead (pipeline).
 """
 
 from __future__ import annotations
@@ -21,10 +20,22 @@ WIDE, HALF = 8, 4
 
 def plain_elementwise(ops: list[ir.Operation]) -> bool:
     """Whether a group's ops vectorize to nothing but the ops split here: linalg.generics whose bodies hold only
-    arith and math ops (no linalg.index, no tensor.extract: those vectorize to steps, gathers and insert loops)."""
+    arith and math ops (no linalg.index, no tensor.extract: those vectorize to steps, gathers and insert loops)
+    and whose operands run along the innermost loop or not at all (a transposed read is no minor-identity
+    transfer: lavapipe failed to compile transpose(relu(a @ b)))."""
     return all(op.name == "linalg.generic" and
                all(b.name.startswith(("arith.", "math.")) or b.name == "linalg.yield"
-                   for b in op.regions[0].blocks[0].operations) for op in ops)
+                   for b in op.regions[0].blocks[0].operations) and
+               all(_along_innermost(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"]))
+               for op in ops)
+
+
+def _along_innermost(amap: ir.AffineMap) -> bool:
+    """The map's last result is the innermost loop, or no result names that loop (a broadcast along it)."""
+    inner = amap.n_dims - 1
+    if amap.results and str(amap.results[-1]) == f"d{inner}":
+        return True
+    return all(f"d{inner}" not in str(e) for e in amap.results)
 
 
 def split_wide_vectors(gpu_module: ir.Operation) -> bool:

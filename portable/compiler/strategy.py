@@ -302,32 +302,38 @@ def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strate
     """The workgroup-memory matmul (promotion.py) where the profile asks for it: a plain f32-sized (m, n, k)
     matmul, or a batch of them (one workgroup per batch index and tile; H200, the bench's 16x512x64 @ 16x64x512
     attention product 30.3 -> 20.4 us on Vulkan, benchmarks/results/h200/session21/bmm_promotion_nvidia.json),
-    with no epilogue (the tiled op is the matmul itself), whose loops the workgroup tile and K step divide.
+    with or without an elementwise epilogue (bias, activation, residual: then the tiled op is the epilogue's last
+    op, over the output's loops), whose loops the workgroup tile and K step divide.
 
     The profile's `matmul_promote_tiles` lists (rows, columns, thread rows, thread columns) candidates, best
     first; the first that divides the matmul and gives at least `matmul_promote_min_workgroups` workgroups is
     taken (a large tile on a small matmul leaves most of the GPU idle), else the last that divides. Without it,
     `matmul_promote_tile` with `thread_tile` is the only candidate."""
-    batch = len(kind.iterators) == 4  # a batch matmul: one workgroup per batch index and tile (grid z)
-    if root is None or kind.kind != "matmul" or \
-            list(kind.iterators) != ["parallel"] * (2 + batch) + ["reduction"]:
+    if root is None or kind.kind != "matmul" or not profile.get("vectorize", False):
         return None
-    if tuple(kind.ranges) != tuple(root.ranges) or not profile.get("vectorize", False):
+    batch = len(root.iterators) == 4  # a batch matmul: one workgroup per batch index and tile (grid z)
+    loops = ["parallel"] * (2 + batch)
+    if list(root.iterators) != loops + ["reduction"]:
+        return None
+    # The tiled op: the matmul itself, or the last of its elementwise epilogue (over the output's loops).
+    epilogue = list(kind.iterators) == loops and tuple(kind.ranges) == tuple(root.ranges[:-1])
+    if not epilogue and tuple(kind.ranges) != tuple(root.ranges):
         return None
     candidates = [tuple(int(v) for v in c) for c in profile.get("matmul_promote_tiles", ())]
     if not candidates and profile.get("matmul_promote_tile"):
         candidates = [(*(int(v) for v in profile["matmul_promote_tile"]),
                        *(int(v) for v in profile.get("thread_tile", (4, 4))))]
-    fitting = [c for c in candidates if _promotable(kind, profile, *c)]
+    fitting = [c for c in candidates if _promotable(root, profile, *c)]
     if not fitting:
         return None
-    b, m, n = (kind.ranges[0] if batch else 1), kind.ranges[-3], kind.ranges[-2]
+    b, m, n = (root.ranges[0] if batch else 1), root.ranges[-3], root.ranges[-2]
     enough = int(profile.get("matmul_promote_min_workgroups", 0))
     wm, wn, tm, tn = next((c for c in fitting if b * (m // c[0]) * (n // c[1]) >= enough), fitting[-1])
     kt = int(profile.get("matmul_promote_k", 16))
     lead = (1,) * batch
-    return Strategy((*lead, wm, wn, 0), (*(0,) * batch, wm // tm, wn // tn, 0), True, (*(0,) * batch, 0, 0, 4),
-                    (batch, tm), promote_k=kt)
+    k_loop = () if epilogue else (0,)  # the tiled op's own K loop (tiled by promotion.emit)
+    return Strategy((*lead, wm, wn, *k_loop), (*(0,) * batch, wm // tm, wn // tn, *k_loop), True,
+                    (*(0,) * batch, 0, 0, 4), (batch, tm), promote_k=kt)
 
 
 def _promotable(kind: OpKind, profile: dict, wm: int, wn: int, tm: int, tn: int) -> bool:

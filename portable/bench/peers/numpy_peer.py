@@ -61,6 +61,8 @@ def function(w: Workload) -> Callable[..., np.ndarray]:
             var = (xc * xc).mean(axis=-1, keepdims=True)
             return xc / np.sqrt(var + np.float32(LAYERNORM_EPS)) * g + b
         return layernorm
+    if w.family == "matmul_gelu":
+        return lambda x, wt, bias: _gelu_tanh(x @ wt + bias)
     if w.family == "ew_chain":
         return lambda x, bias, res: _gelu_tanh(x + bias) + res
     if w.family == "add":

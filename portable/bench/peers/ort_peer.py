@@ -46,6 +46,9 @@ def _model(w: Workload):
         nodes = [N("Mul", ["in0", "scale"], ["s"]), N("Softmax", ["s"], ["out"], axis=-1)]
     elif w.family == "layernorm":
         nodes = [N("LayerNormalization", names, ["out"], axis=-1, epsilon=LAYERNORM_EPS)]
+    elif w.family == "matmul_gelu":
+        nodes = [N("MatMul", ["in0", "in1"], ["mm"]), N("Add", ["mm", "in2"], ["h"]),
+                 N("Gelu", ["h"], ["out"], approximate="tanh")]
     elif w.family == "ew_chain":
         nodes = [N("Add", ["in0", "in1"], ["h"]), N("Gelu", ["h"], ["g"], approximate="tanh"),
                  N("Add", ["g", "in2"], ["out"])]

@@ -35,6 +35,8 @@ def _function(w: Workload):
         return lambda x: (x * SOFTMAX_SCALE).softmax(-1)
     if w.family == "layernorm":
         return lambda x, g, b: x.layernorm(axis=-1, eps=LAYERNORM_EPS) * g + b
+    if w.family == "matmul_gelu":
+        return lambda x, wt, bias: (x @ wt + bias).gelu()
     if w.family == "ew_chain":
         return lambda x, bias, res: (x + bias).gelu() + res  # tinygrad's gelu is the tanh form
     if w.family == "add":

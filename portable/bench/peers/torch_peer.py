@@ -32,6 +32,8 @@ def _function(w: Workload, torch, f16_out_dtype: bool):
         return lambda x: torch.softmax(x * SOFTMAX_SCALE, dim=-1)
     if w.family == "layernorm":
         return lambda x, g, b: F.layer_norm(x, (p["c"],), g, b, LAYERNORM_EPS)
+    if w.family == "matmul_gelu":
+        return lambda x, wt, bias: F.gelu(torch.addmm(bias, x, wt), approximate="tanh")
     if w.family == "ew_chain":
         return lambda x, bias, res: F.gelu(x + bias, approximate="tanh") + res
     if w.family == "add":
