@@ -365,6 +365,24 @@ def test_promoted_matmul_with_epilogue(device, tmp_path, epilogue):
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_register_blocked_epilogue_in_registers(device, tmp_path):
+    """Without staging, a matmul's epilogue runs on the thread's register tile a row at a time, vectorized and
+    unrolled, on the accumulators themselves: one loop (K) in the kernel, each output vector stored once."""
+    g = portable.Graph()
+    a, b, bias = g.input((64, 96)), g.input((96, 128)), g.input((128,))
+    g.output(g.gelu(g.add(g.matmul(a, b), bias)))
+    exe, loaded = _compile_and_load(g, device, tmp_path, vectorize=True, thread_tile=[4, 4], matmul_promote_tile=None,
+                                    matmul_promote_tiles=[])
+    kern = exe.kernels[0]
+    if kern.opencl is not None:
+        assert kern.opencl.count("for (") == 1
+    else:
+        assert disassemble(kern.spirv).count("OpLoopMerge") == 1
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((64, 96), (96, 128), (128,))]
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
     g = portable.Graph()
     g.output(g.matmul(g.input((48, 40)), g.input((40, 72))))  # 64x64 tiles do not divide: register-blocked form
