@@ -13,6 +13,10 @@ Why thread-local reasoning is enough: all threads run the same code, so a thread
 last forwarded read holds the same barriers as every other thread's; no op in that span writes the buffer, so
 another thread's non-fill write to an element can follow that thread's own reads only, and reaching this
 thread's read unordered would be a data race in the kernel as generated. Fill writes all store one constant.
+
+The same reasoning forwards stored values (`forward_own_writes`): a matmul's fused epilogue reads back the outputs
+its thread stored after the K loop and stores them again; the reads take the stored vectors and the first stores
+go, so the epilogue runs on the accumulators and each output is written once.
 """
 
 from __future__ import annotations
@@ -34,23 +38,23 @@ def _splat_write(op: ir.Operation) -> ir.Attribute | None:
     attr = value.owner.attributes["value"]
     if not isinstance(attr, ir.DenseElementsAttr) or not attr.is_splat:
         return None
-    if operand_segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not minor_identity(op):
+    if _segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
         return None
     return attr
 
 
-def minor_identity(op: ir.Operation) -> bool:
+def _minor_identity(op: ir.Operation) -> bool:
     amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     n, r = amap.n_dims, len(amap.results)
     return [str(e) for e in amap.results] == [f"d{i}" for i in range(n - r, n)]
 
 
-def operand_segments(op: ir.Operation) -> list[int]:
+def _segments(op: ir.Operation) -> list[int]:
     return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
 
 
-def transfer_indices(op: ir.Operation) -> list[ir.Value]:
-    seg = operand_segments(op)
+def _indices(op: ir.Operation) -> list[ir.Value]:
+    seg = _segments(op)
     start = 1 if op.name == "vector.transfer_read" else 2
     return list(op.operands)[start:start + seg[1 if op.name == "vector.transfer_read" else 2]]
 
@@ -58,7 +62,7 @@ def transfer_indices(op: ir.Operation) -> list[ir.Value]:
 _MAX_ELEMENTS = 4096  # elements a thread's fill may cover for the enumeration below
 
 
-def linear_form(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
+def _linear(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
     """`v` as ({leaf value: coefficient}, constant) over adds, subtracts and products with constants."""
     c = constant_int(v)
     if c is not None:
@@ -66,7 +70,7 @@ def linear_form(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
     if depth < 32 and isinstance(v, ir.OpResult):
         op = v.owner.operation
         if op.name in ("arith.addi", "arith.subi"):
-            (fa, ca), (fb, cb) = (linear_form(x, depth + 1) for x in op.operands)
+            (fa, ca), (fb, cb) = (_linear(x, depth + 1) for x in op.operands)
             sign = 1 if op.name == "arith.addi" else -1
             out = dict(fa)
             for k, n in fb.items():
@@ -76,7 +80,7 @@ def linear_form(v: ir.Value, depth: int = 0) -> tuple[dict, int]:
             for x, y in (op.operands, reversed(list(op.operands))):
                 k = constant_int(y)
                 if k is not None:
-                    f, c = linear_form(x, depth + 1)
+                    f, c = _linear(x, depth + 1)
                     return {a: n * k for a, n in f.items() if n * k}, c * k
     return {v: 1}, 0
 
@@ -106,7 +110,7 @@ def _fill_nest(loop: ir.Operation):
 def _elements(indices: list[ir.Value], ranges: dict, vshape: list[int]) -> set | None:
     """The elements (per dim: symbolic part, constant) that `indices` reach over the loop `ranges` (iv -> values)
     and a minor-identity vector of shape `vshape`; None when too many or not linear."""
-    forms = [linear_form(v) for v in indices]
+    forms = [_linear(v) for v in indices]
     free = [iv for iv in ranges if any(iv in f for f, _ in forms)]
     count = 1
     for iv in free:
@@ -148,13 +152,13 @@ def _access(op: ir.Operation, mem: ir.Value) -> tuple[list[ir.Value], list[int]]
         return (list(op.operands)[at + 1:], []) if op.operands[at] == mem else None
     if op.name in ("vector.transfer_read", "vector.transfer_write"):
         read = op.name == "vector.transfer_read"
-        if op.operands[0 if read else 1] != mem or operand_segments(op)[-1] or \
+        if op.operands[0 if read else 1] != mem or _segments(op)[-1] or \
                 "false" in str(op.attributes["in_bounds"]):
             return None
-        if not minor_identity(op):
+        if not _minor_identity(op):
             return None
         vtype = op.results[0].type if read else op.operands[0].type
-        return transfer_indices(op), list(ir.VectorType(vtype).shape)
+        return _indices(op), list(ir.VectorType(vtype).shape)
     return None
 
 
@@ -252,3 +256,73 @@ def _drop_leading_barriers(block: ir.Block) -> None:
             o.erase()
         elif o.regions or not o.name.startswith(_QUIET) or o.name in ("vector.transfer_read", "memref.load"):
             return
+
+
+def _transfer(op: ir.Operation) -> tuple | None:
+    """(buffer, indices, vector type, maps) of an unmasked, in-bounds, minor-identity vector transfer, else None."""
+    if op.name not in ("vector.transfer_read", "vector.transfer_write") or _segments(op)[-1] or \
+            "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
+        return None
+    read = op.name == "vector.transfer_read"
+    vtype = op.results[0].type if read else op.operands[0].type
+    return (op.operands[0 if read else 1], _indices(op), vtype, str(op.attributes["permutation_map"]),
+            str(op.attributes["in_bounds"]))
+
+
+def _same_place(a: tuple, b: tuple) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x == y for x, y in zip(a[1], b[1])) and \
+        a[2] == b[2] and a[3:] == b[3:]
+
+
+def _apart(a: tuple, b: tuple) -> bool:
+    """Two transfers of one buffer (minor-identity 1-d vectors) that provably touch no common element: some index
+    differs by a constant, past the vector's length in the last dim."""
+    if a[0] != b[0] or len(a[1]) != len(b[1]) or a[3] != b[3] or ir.VectorType(a[2]).rank != 1 or \
+            ir.VectorType(b[2]).rank != 1:
+        return False
+    for d, (x, y) in enumerate(zip(a[1], b[1])):
+        (fx, cx), (fy, cy) = _linear(x), _linear(y)
+        if fx != fy:
+            continue
+        reach = max(ir.VectorType(a[2]).shape[0], ir.VectorType(b[2]).shape[0]) if d == len(a[1]) - 1 else 1
+        if abs(cx - cy) >= reach:
+            return True
+    return False
+
+
+def forward_own_writes(module: ir.Module) -> None:
+    """forward_own_writes_in over every kernel's body (run after CSE: the read and the write then index with the
+    same values)."""
+    for block in kernel_blocks(module):
+        forward_own_writes_in(block)
+
+
+def forward_own_writes_in(block: ir.Block) -> None:
+    """A matmul's epilogue reads back the outputs its thread just wrote after the K loop, then writes them again:
+    each such read (same buffer, indices, vector type, nothing touching the buffer between) takes the value
+    written, and the first write goes when the second covers it with nothing reading between. Thread-local, as
+    the fill forwarding: another thread's write between the two would be a race in the kernel itself."""
+    ops = [o.operation for o in block.operations]
+    alive = [True] * len(ops)
+    for i, w in enumerate(ops):
+        place = _transfer(w) if alive[i] and w.name == "vector.transfer_write" else None
+        if place is None:
+            continue
+        for j in range(i + 1, len(ops)):
+            if not alive[j]:
+                continue
+            o = ops[j]
+            other = _transfer(o)
+            if other is not None and _same_place(place, other):
+                if o.name == "vector.transfer_read":
+                    o.results[0].replace_all_uses_with(w.operands[0])
+                    o.erase()
+                    alive[j] = False
+                    continue
+                w.erase()
+                alive[i] = False
+                break
+            if other is not None and o.name == "vector.transfer_write" and _apart(place, other):
+                continue  # another row of the tile
+            if touches(o, [place[0]]):
+                break

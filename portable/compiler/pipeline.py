@@ -245,7 +245,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         constant_init.forward_fills(module)
         barriers.relax_barriers(module)
         _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
-        promotion.forward_own_writes(module)  # matmul epilogues' reads of the outputs just written
+        constant_init.forward_own_writes(module)  # matmul epilogues' reads of the outputs just written
         if int(profile.get("row_vector_columns", 0)) > 1:  # on the row kernels' final, folded indices
             row_columns.regroup_columns(module, int(profile["row_vector_columns"]))
             _run(module, "builtin.module(canonicalize,cse)", "row-columns", dump)

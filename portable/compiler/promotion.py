@@ -16,10 +16,9 @@ is still reached through subviews.
 
 from __future__ import annotations
 
-from .constant_init import linear_form, minor_identity, operand_segments, transfer_indices
 from .dispatch import Group
-from .ir_util import constant_int, find_ops, kernel_blocks, pop_marked
-from .loop_registers import carry_in_registers, defined_outside, touches
+from .ir_util import constant_int, find_ops, pop_marked
+from .loop_registers import carry_in_registers, defined_outside
 from .mlir import arith, ir, scf
 from .strategy import Strategy
 
@@ -129,29 +128,24 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
 
     register_accumulators(emit, f"%tf{k}", f"%kl{k}")
     if nc:
-        _epilogue(emit, k, nc, par_threads, lead, rows)
+        _epilogue(emit, g, s, par_threads)
 
 
-def _epilogue(emit, k: int, nc: int, par_threads: str, row_dim: int, rows: int) -> None:
+def _epilogue(emit, g: Group, s: Strategy, par_threads: str) -> None:
     """The epilogue ops over the output tile, each thread its own register tile (the threads as the matmul's, so
-    each reads the outputs it wrote), a row at a time unrolled: each row's ops vectorize as 1-d (as _threads does
-    for elementwise tiles)."""
+    each reads the outputs it wrote), a row at a time (transform_script.epilogue_rows)."""
+    from .transform_script import epilogue_rows
+
     any_op = "!transform.any_op"
-    emit(f"    %et{k}, %ef{k} = transform.structured.tile_using_forall %wt{k} num_threads [{par_threads}] "
+    k = g.index
+    emit(f"    %pet{k}, %pef{k} = transform.structured.tile_using_forall %wt{k} num_threads [{par_threads}] "
          f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")
-    cont = f"%ef{k}"
-    for j in range(1, nc):
-        emit(f"    %ep{k}_{j}, %ec{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
+    cont = f"%pef{k}"
+    for j in range(1, len(g.consumers)):
+        emit(f"    %pep{k}_{j}, %pec{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
-        cont = f"%ec{k}_{j}"
-    if rows > 1:
-        sizes = ", ".join("1" if i == row_dim else "0" for i in range(row_dim + 2))
-        emit(f"    %eu{k}, %el{k} = transform.structured.fuse %et{k} tile_sizes [{sizes}] "
-             f": ({any_op}) -> ({any_op}, {any_op})")
-        emit(f"    transform.loop.unroll %el{k} {{factor = {rows}}} : {any_op}")
-    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
-    emit(f'    %eg{k} = transform.structured.match ops{{["linalg.generic"]}} in {cont} : ({any_op}) -> {any_op}')
-    emit(f"    transform.structured.vectorize %eg{k} : {any_op}")
+        cont = f"%pec{k}_{j}"
+    epilogue_rows(emit, g, s, cont, f"%pet{k}")
 
 
 # ---- after outlining ----------------------------------------------------------------------------------------
@@ -169,76 +163,6 @@ def hoist_accumulators(module: ir.Module) -> None:
         for op in find_ops(loop, ("gpu.barrier",)):
             op.attributes["address_spaces"] = ir.Attribute.parse("[#gpu.address_space<workgroup>]")
         prefetch(loop)
-
-
-def _transfer(op: ir.Operation) -> tuple | None:
-    """(buffer, indices, vector type, maps) of an unmasked, in-bounds, minor-identity vector transfer, else None."""
-    if op.name not in ("vector.transfer_read", "vector.transfer_write") or operand_segments(op)[-1] or \
-            "false" in str(op.attributes["in_bounds"]) or not minor_identity(op):
-        return None
-    read = op.name == "vector.transfer_read"
-    vtype = op.results[0].type if read else op.operands[0].type
-    return (op.operands[0 if read else 1], transfer_indices(op), vtype, str(op.attributes["permutation_map"]),
-            str(op.attributes["in_bounds"]))
-
-
-def _same_place(a: tuple, b: tuple) -> bool:
-    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x == y for x, y in zip(a[1], b[1])) and \
-        a[2] == b[2] and a[3:] == b[3:]
-
-
-def _apart(a: tuple, b: tuple) -> bool:
-    """Two transfers of one buffer (minor-identity 1-d vectors) that provably touch no common element: some index
-    differs by a constant, past the vector's length in the last dim."""
-    if a[0] != b[0] or len(a[1]) != len(b[1]) or a[3] != b[3] or ir.VectorType(a[2]).rank != 1 or \
-            ir.VectorType(b[2]).rank != 1:
-        return False
-    for d, (x, y) in enumerate(zip(a[1], b[1])):
-        (fx, cx), (fy, cy) = linear_form(x), linear_form(y)
-        if fx != fy:
-            continue
-        reach = max(ir.VectorType(a[2]).shape[0], ir.VectorType(b[2]).shape[0]) if d == len(a[1]) - 1 else 1
-        if abs(cx - cy) >= reach:
-            return True
-    return False
-
-
-def forward_own_writes(module: ir.Module) -> None:
-    """forward_own_writes_in over every kernel's body (run after CSE: the read and the write then index with the
-    same values)."""
-    for block in kernel_blocks(module):
-        forward_own_writes_in(block)
-
-
-def forward_own_writes_in(block: ir.Block) -> None:
-    """A promoted matmul's epilogue reads back the outputs its thread just wrote after the K loop, then writes them
-    again: each such read (same buffer, indices, vector type, nothing touching the buffer between) takes the value
-    written, and the first write goes when the second covers it with nothing reading between. Thread-local, as
-    constant_init's forwarding: another thread's write between the two would be a race in the kernel itself."""
-    ops = [o.operation for o in block.operations]
-    alive = [True] * len(ops)
-    for i, w in enumerate(ops):
-        place = _transfer(w) if alive[i] and w.name == "vector.transfer_write" else None
-        if place is None:
-            continue
-        for j in range(i + 1, len(ops)):
-            if not alive[j]:
-                continue
-            o = ops[j]
-            other = _transfer(o)
-            if other is not None and _same_place(place, other):
-                if o.name == "vector.transfer_read":
-                    o.results[0].replace_all_uses_with(w.operands[0])
-                    o.erase()
-                    alive[j] = False
-                    continue
-                w.erase()
-                alive[i] = False
-                break
-            if other is not None and o.name == "vector.transfer_write" and _apart(place, other):
-                continue  # another row of the tile
-            if touches(o, [place[0]]):
-                break
 
 
 def _mark_unroll(loop: ir.Operation) -> None:
