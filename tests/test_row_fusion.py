@@ -116,6 +116,18 @@ def test_rows_too_long_are_recomputed(device, tmp_path, family):
         assert [_row_arrays(e, 4097) for e in (fused, one, none)] == [rows, 1, 0]
 
 
+@pytest.mark.parametrize("cols", [21845, 65537, 100000, 300000])
+def test_long_rows_within_the_loop_limit(device, cols):
+    """lavapipe ends an invocation after 65535 loop iterations over all its loops: a row chain whose thread would
+    walk its row that often (one pass per op, 4 columns a step where 4 divides the row) is not formed, and these
+    softmaxes came back wrong without an error (3 x 21845 steps; a [sum, divide] chain over 300000 columns)."""
+    g, shapes = _softmax(2, cols)
+    x = np.random.default_rng(9).standard_normal(shapes[0]).astype(np.float32)
+    out, = portable.run(g, x, device=device)
+    ref, = g.reference(x)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-10)
+
+
 @pytest.mark.parametrize("family", ["softmax", "layernorm"])
 @pytest.mark.parametrize("shape", [(3, 300), (5, 1000), (2, 4097)], ids=["3x300", "5x1000", "2x4097"])
 def test_one_workgroup_per_row(device, tmp_path, family, shape):

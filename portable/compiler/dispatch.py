@@ -130,7 +130,19 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
     t = int(profile.get("reduction_threads", 0))
     if not t:
         budget = int(profile.get("row_fusion_private_bytes", 0))
-        return (lambda chain: private_bytes(chain) <= budget) if budget else None
+        limit = int(profile.get("max_loop_iterations", 0))
+        width = int(profile.get("loop_vectorize", 0)) or 1
+
+        def fits_private(chain: list[ir.Operation]) -> bool:
+            # A thread walks its row once per op, `loop_vectorize` columns a step where they divide the row (else
+            # one): lavapipe cuts an invocation off past max_loop_iterations, counted over all its loops (softmax
+            # over 100000 columns, or 65537, came back wrong; 3 x 21845 steps too). An eighth is kept for the
+            # kernel's other loops.
+            cols = classify(chain[-1]).ranges[-1]
+            passes = len(chain) * (cols // width if cols % width == 0 else cols)
+            return private_bytes(chain) <= budget and (not limit or passes <= limit - limit // 8)
+
+        return fits_private if budget else None
     shared = int(profile.get("row_fusion_shared_bytes", 0))
     if not shared:
         return None
