@@ -16,7 +16,6 @@ vectorized a row at a time.
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +63,8 @@ def make(d: Path, tag: str, profile: str, api: str, spec: str) -> None:
 
 
 def run(d: Path, device: str, tags: list[str]) -> list[dict]:
-    from portable.bench.peers.portable_peer import DeviceOnly
+    from variants_gpu import batch_times  # (this folder: run as python benchmarks/ab_builds.py)
+
     from portable.devices import open_device
 
     live = open_device(device)
@@ -78,14 +78,7 @@ def run(d: Path, device: str, tags: list[str]) -> list[dict]:
                 loaded = portable.load(d / f"{name}-{t}.ptx", device=device)
                 row["kernels"][t] = len(loaded.executable.kernels)
                 row["max_err"][t] = float(np.max(np.abs(loaded(*xs)[0] - ref)))
-                dev = DeviceOnly(loaded.executable, live.backend, xs)
-                dev.run_batch()
-                t0 = time.perf_counter()
-                while time.perf_counter() - t0 < 1.0:
-                    s = time.perf_counter()
-                    n = dev.run_batch()
-                    times[t].append((time.perf_counter() - s) * 1e3 / n)
-                dev.close()
+                times[t] += batch_times(loaded.executable, live.backend, xs, warmup=1)
         row["median_ms"] = {t: round(statistics.median(v), 3) for t, v in times.items()}
         rows.append(row)
         print(json.dumps(row), flush=True)

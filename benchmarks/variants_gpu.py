@@ -42,9 +42,25 @@ def make(d: Path, profile: str, wids: list[str], variants: list[dict]) -> None:
             print(wid, json.dumps(v), len(exe.kernels), "kernels", flush=True)
 
 
+def batch_times(executable, backend, xs: list, warmup: int) -> list[float]:
+    """Milliseconds per plan run, over 1 s of batches (the plan recorded as a batch, inputs resident), after
+    `warmup` batches."""
+    from portable.bench.peers.portable_peer import DeviceOnly
+
+    dev = DeviceOnly(executable, backend, xs)
+    for _ in range(warmup):
+        dev.run_batch()
+    t0, ts = time.perf_counter(), []
+    while time.perf_counter() - t0 < 1.0:
+        t = time.perf_counter()
+        n = dev.run_batch()
+        ts.append((time.perf_counter() - t) * 1e3 / n)
+    dev.close()
+    return ts
+
+
 def run(d: Path, devices: list[str]) -> list[dict]:
     from portable.bench.peers.numpy_peer import reference
-    from portable.bench.peers.portable_peer import DeviceOnly
     from portable.devices import open_device
 
     m = json.loads((d / "manifest.json").read_text())
@@ -61,15 +77,7 @@ def run(d: Path, devices: list[str]) -> list[dict]:
                     out = g(*xs)
                     out = out[0] if isinstance(out, tuple) else out
                     err = float(np.max(np.abs(out.astype(np.float64) - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
-                    dev = DeviceOnly(g.executable, live.backend, xs)
-                    for _ in range(3):
-                        dev.run_batch()
-                    t0, ts = time.perf_counter(), []
-                    while time.perf_counter() - t0 < 1.0:
-                        t = time.perf_counter()
-                        n = dev.run_batch()
-                        ts.append((time.perf_counter() - t) * 1e3 / n)
-                    dev.close()
+                    ts = batch_times(g.executable, live.backend, xs, warmup=3)
                     r = dict(device=device, workload=wid, variant=v, round=rnd, err=err, ok=err <= w.tolerance(),
                              ms=statistics.median(ts), min_ms=min(ts), kernels=len(g.executable.kernels))
                     rows.append(r)

@@ -24,7 +24,7 @@ from .mlir import arith, ir, linalg, tensor
 def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value], maps: list[ir.AffineMap],
                     iterators: list[str], arg_map: list[int], result_types: list[ir.Type]) -> ir.Operation:
     """A new linalg.generic with `old`'s body moved in. arg_map[i] = the new block argument that old block
-    argument i becomes."""
+    argument i becomes (None: the caller replaces its uses)."""
     with ir.InsertionPoint(old), old.location:
         new = linalg.GenericOp(
             result_types, ins, outs,
@@ -36,7 +36,8 @@ def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value]
         new_block = new.regions[0].blocks.append(*types)
     block = old.regions[0].blocks[0]
     for i, a in enumerate(list(block.arguments)):
-        a.replace_all_uses_with(new_block.arguments[arg_map[i]])
+        if arg_map[i] is not None:
+            a.replace_all_uses_with(new_block.arguments[arg_map[i]])
     for op in list(block.operations):
         new_block.append(op.detach_from_parent())
     return new.operation

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from .gather_fusion import loop_index, map_indices, pointwise
 from .ir_util import as_operation, clone_at, reassociation_attr, reassociation_groups
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
-from .mlir import ir, linalg, tensor
+from .mlir import ir, tensor
 from .rewrites import rebuild_generic
 
 
@@ -372,34 +372,21 @@ def _compute_inside(consumer: ir.Operation, operand: int, producer: ir.Operation
     ins = [consumer.operands[i] for i in keep] + list(producer.operands)[:p_nin]
     outs = list(consumer.operands)[nin:]
     new_maps = [maps[i] for i in keep] + [composed(m) for m in p_maps] + maps[nin:]
-    with ir.InsertionPoint(consumer), consumer.location:
-        new = linalg.GenericOp(
-            [r.type for r in consumer.results], ins, outs,
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]), consumer.attributes["iterator_types"])
-        types = [ir.ShapedType(v.type).element_type if isinstance(v.type, ir.ShapedType) else v.type
-                 for v in ins + outs]
-        block = new.regions[0].blocks.append(*types)
-    args = list(block.arguments)
+    old_arg = consumer.regions[0].blocks[0].arguments[operand]
+    arg_map = [None if i == operand else keep.index(i) if i < nin else len(keep) + p_nin + i - nin
+               for i in range(nin + len(outs))]
+    new = rebuild_generic(consumer, ins, outs, new_maps, iterator_types(consumer), arg_map,
+                          [r.type for r in consumer.results])
+    block = new.regions[0].blocks[0]
     p_body = producer.regions[0].blocks[0]
-    with ir.InsertionPoint(block), consumer.location:
+    with ir.InsertionPoint.at_block_begin(block), consumer.location:
         positions = [loop_index(d) for d in at]
-        mapping = {p_body.arguments[j]: args[len(keep) + j] for j in range(p_nin)}
-        value = clone_at(p_body, positions, mapping)
-    old = consumer.regions[0].blocks[0]
-    old_args = list(old.arguments)
-    for i, a in enumerate(old_args):
-        if i == operand:
-            a.replace_all_uses_with(value)
-        elif i < nin:
-            a.replace_all_uses_with(args[keep.index(i)])
-        else:
-            a.replace_all_uses_with(args[len(keep) + p_nin + i - nin])
-    for o in list(old.operations):
-        block.append(o.detach_from_parent())
+        mapping = {p_body.arguments[j]: block.arguments[len(keep) + j] for j in range(p_nin)}
+        old_arg.replace_all_uses_with(clone_at(p_body, positions, mapping))
     for r_old, r_new in zip(consumer.results, new.results):
         r_old.replace_all_uses_with(r_new)
     consumer.erase()
     for idx in list(block.operations):
         if idx.name in ("linalg.index", "arith.constant") and not list(idx.results[0].uses):
             idx.erase()
-    return new.operation
+    return new
