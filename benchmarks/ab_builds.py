@@ -1,6 +1,6 @@
 """A/B of two builds of the compiler on this host's drivers: compile with each build into one folder (tag them),
-then time both tags interleaved on one device. Workloads: bench ids at their cpu size (`mlp_gelu_4096`), or row
-chains of any shape (`softmax:256:16384`, `layernorm:64:65536`).
+then time both tags interleaved on one device. Workloads: bench ids at their cpu size (`mlp_gelu_4096`) or another
+(`mlp_gelu_4096_f16@gpu`), or row chains of any shape (`softmax:256:16384`, `layernorm:64:65536`).
 
     git worktree add /tmp/old HEAD~1
     PYTHONPATH=/tmp/old python benchmarks/ab_builds.py make DIR old PROFILE API 'softmax:256:16384,mlp_gelu_4096'
@@ -33,7 +33,8 @@ def _workloads(spec: str) -> list[tuple[str, str, object]]:
             g = W._graph(fam, {"r": int(r), "c": int(c)}, "float32")
             out.append((f"{fam}-{r}-{c}", g.to_mlir(), g))
         else:
-            w = W.build(item, "cpu")
+            wid, _, size = item.partition("@")
+            w = W.build(wid, size or "cpu")
             out.append((item, w.mlir, w))
     return out
 

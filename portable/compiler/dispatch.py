@@ -169,7 +169,7 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None) -> list[Grou
     # Row chains, found before any op is rewritten; ops are compared by identity (their hash follows their
     # contents, which fusing fills changes).
     fits = _row_chain_fits(profile)
-    chains = find_chains(func_op, fits) if fits else []
+    chains = find_chains(func_op, fits, single=bool(profile and profile.get("reduction_threads"))) if fits else []
     chain_group: dict[int, Group] = {}
 
     def key(v: ir.Value) -> str:

@@ -34,6 +34,7 @@ from . import (
     serial_rows,
     split,
     split_k,
+    split_rows,
     strategy,
     subgroup_reduce,
     transform_script,
@@ -217,6 +218,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if split_k.unfuse_matvecs(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "unfuse-matvecs",
                  dump)
+        if split_rows.split_rows(public_func(module), profile):  # its fills are named ops
+            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-rows", dump)
         if reduction_inputs.fuse_into_reductions(public_func(module), profile):
             _run(module, "builtin.module(canonicalize,cse)", "reduction-inputs", dump)
         pristine = module.operation.clone()  # in memory: no printing and parsing of the weights

@@ -94,7 +94,7 @@ def _compose(inner: ir.AffineMap, outer: ir.AffineMap) -> ir.AffineMap:
     return ir.AffineMap.get(outer.n_dims, 0, exprs)
 
 
-def _fuse(consumer: ir.Operation, i: int) -> ir.Operation:
+def fuse_input(consumer: ir.Operation, i: int) -> ir.Operation:
     """`consumer` with its input `i` computed in its body from the producer's inputs, read through the producer's
     maps after the consumer's (classic elementwise fusion, the producer kept for its other users)."""
     producer = _producer(consumer.operands[i])
@@ -141,7 +141,7 @@ def fuse_into_reductions(func_op: ir.Operation, profile: dict) -> int:
         for op in [o.operation for o in block.operations if o.name == "linalg.generic"]:
             i = _candidate(op)
             if i is not None:
-                _fuse(op, i)
+                fuse_input(op, i)
                 done += 1
                 changed = True
                 break

@@ -253,11 +253,16 @@ def _reduce_to_rows(op: ir.Operation) -> None:
         fill.erase()
 
 
-def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool]) -> list[list[ir.Operation]]:
-    """Row chains of `func_op`'s body (block order, at least one reduction and one more op) that `fits` (the
-    device's memory holds what the kernel keeps), some rows computed again where they are read if that is what
-    it takes (`recompute`); every op but the last has all its users in the chain. Ops of a chain that cannot be
-    made to fit stay one kernel per op."""
+def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool],
+                single: bool = False) -> list[list[ir.Operation]]:
+    """Row chains of `func_op`'s body (block order, at least one reduction and one more op; with `single`, a lone
+    reduction too) that `fits` (the device's memory holds what the kernel keeps), some rows computed again where
+    they are read if that is what it takes (`recompute`); every op but the last has all its users in the chain.
+    Ops of a chain that cannot be made to fit stay one kernel per op. `single` (GPU profiles): a reduction alone
+    then reads its row as a chain does, columns cyclic over the threads (coalesced) and combined by subgroups,
+    instead of each thread reading a contiguous piece (strategy._workgroup_reduction); H200, split_rows.py's
+    partial maxima and sums, softmax 8x1048576 on Vulkan 0.315 -> 0.066 ms
+    (benchmarks/results/h200/session23/split_rows{,_coalesced}_vulkan.json)."""
     block = func_op.regions[0].blocks[0]
     for op in [op.operation for op in block.operations if op.name == "linalg.generic"]:
         k = classify(op)
@@ -272,7 +277,7 @@ def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool
                  None)
         if r is None:
             return chains
-        chain = _chain_from(r, generics, taken)
+        chain = _chain_from(r, generics, taken, single)
         if chain is not None and not fits(chain):
             chain = recompute(chain, fits)
         if chain is None:
@@ -283,7 +288,8 @@ def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool
         chains.append(chain)
 
 
-def _chain_from(r: ir.Operation, generics: list[ir.Operation], taken: _OpSet) -> list[ir.Operation] | None:
+def _chain_from(r: ir.Operation, generics: list[ir.Operation], taken: _OpSet,
+                single: bool) -> list[ir.Operation] | None:
     """The row chain that reduction `r` starts (find_chains), or None."""
     shape = _row_shape(r)
     if shape is None:
@@ -307,7 +313,7 @@ def _chain_from(r: ir.Operation, generics: list[ir.Operation], taken: _OpSet) ->
         if all(all(u in inside for u in _users(op)) for op in chain[:-1]):
             break
         chain.pop()
-    if len(chain) < 2:
+    if len(chain) < 2 and not single:
         return None
     members = _OpSet(chain)
     grew = True
