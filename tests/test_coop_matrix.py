@@ -233,3 +233,95 @@ def test_k_not_a_multiple_of_the_step_stays_unstaged():
     (kernel,) = exe.kernels
     assert OP_COOP_MULADD in _opcodes(kernel.spirv)
     assert _coop_load_storage(kernel.spirv) == {STORAGE_BUFFER}
+
+
+# ---- fused elementwise epilogues (coop_matrix.emit_epilogue) ----------------------------------------------------
+RDNA3 = profiles.codegen_options(profiles.all_profiles()["amd-rdna3"])
+OP_STORE = 4458  # OpCooperativeMatrixStoreKHR
+OP_EXT_INST, GLSL_TANH = 12, 21
+UNIFORM_MEMORY = 0x40  # MemorySemantics: storage buffers
+
+
+def _mlp(m: int, k: int, n: int, out: str = "float32", residual: bool = False) -> str:
+    """gelu(x @ W + b) or x @ W + r, f16 operands: one matmul group with an in-place epilogue."""
+    g = portable.Graph("mlp")
+    y = g.matmul(g.input((m, k), "float16"), g.input((k, n), "float16"), out_dtype=out)
+    g.output(g.add(y, g.input((m, n), out)) if residual else g.gelu(g.add(y, g.input((n,), out))))
+    return g.to_mlir()
+
+
+def _constants(spirv: bytes) -> dict[int, int]:
+    return {args[1]: args[2] for op, args in _instructions(spirv) if op == 43 and len(args) == 3}  # OpConstant
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["bias_gelu", "residual"])
+@pytest.mark.parametrize("out", ["float32", "float16"])
+@pytest.mark.parametrize("name, opts, barriers", [("nvidia", NVIDIA, 3), ("nvidia-unstaged", UNSTAGED, 1),
+                                                  ("amd-rdna3", RDNA3, 1)])
+def test_epilogue_fuses_into_the_cooperative_matrix_kernel(name, opts, barriers, out, residual):
+    """One kernel: the subgroups' fragments stored to the output, one barrier with storage-buffer semantics (the
+    K loop's staging barriers order workgroup memory only), then the epilogue on every thread, reading back the
+    fragments. No buffer but the inputs and the output: the fragments go where the epilogue updates in place."""
+    (wm, wn), (sm, sn) = coop_matrix.tiles(opts)
+    exe = compile_module(_mlp(2 * wm, 256, 3 * wn, out, residual), opts, ("vulkan",))
+    (kernel,) = exe.kernels
+    (d,) = exe.dispatches
+    assert kernel.workgroup_size == (32 * (wn // sn), wm // sm, 1) and kernel.subgroup_size == 32
+    assert tuple(d.grid) == (3, 2, 1) and kernel.num_buffers == 4
+    ins = _instructions(kernel.spirv)
+    ops = [op for op, _ in ins]
+    steps = coop_staging.stage_k(opts, 256)[0] // 16 or 1
+    assert ops.count(OP_COOP_MULADD) == (sm // 16) * (sn // 16) * steps
+    assert ops.count(OP_STORE) == (sm // 16) * (sn // 16)
+    consts = _constants(kernel.spirv)
+    bars = [i for i, (op, _) in enumerate(ins) if op == OP_BARRIER]
+    assert len(bars) == barriers
+    full = [i for i in bars if consts[ins[i][1][2]] & UNIFORM_MEMORY]
+    assert len(full) == 1 and full[0] == bars[-1]
+    stores = [i for i, op in enumerate(ops) if op == OP_STORE]
+    assert max(stores) < full[0]
+    after = ins[full[0]:]
+    assert not any(op in (OP_COOP_LOAD, OP_STORE, OP_COOP_MULADD) for op, _ in after)
+    if not residual:
+        assert any(op == OP_EXT_INST and args[3] == GLSL_TANH for op, args in after)
+    workgroup_vars = [a for op, a in ins if op == 59 and a[2] == STORAGE_WORKGROUP]  # OpVariable
+    assert len(workgroup_vars) == (2 if barriers > 1 else 0)  # staged: the A and B tiles alone
+    _validate_coop(kernel.spirv)
+
+
+def test_epilogue_on_opencl_through_ptx():
+    """The same kernel in OpenCL C for nvidia: wmma through inline PTX, a barrier that fences global memory after
+    the last fragment store, then the epilogue on float4 rows of the output."""
+    exe = compile_module(_mlp(2 * WG_M, 256, 2 * WG_N), NVIDIA, ("opencl",))
+    (kernel,) = exe.kernels
+    src = kernel.opencl
+    assert kernel.workgroup_size == COOP_WORKGROUP and "wmma.mma.sync" in src
+    full = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
+    assert src.count(full) == 1 and src.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    body = src[src.index("__kernel"):]
+    store = body.rindex("pt_wmma_store_f32_global(")
+    assert store < body.index(full) < body.index("tanh(")
+    assert "float4" in body[body.index(full):]
+
+
+@pytest.mark.parametrize("why, text", [
+    ("n is not a multiple of the workgroup tile", _mlp(2 * WG_M, 256, WG_N + 16)),
+    ("the residual is read transposed", None),
+])
+def test_epilogue_falls_back_to_fma(why, text):
+    if text is None:
+        g = portable.Graph("transposed_residual")
+        y = g.matmul(g.input((WG_M, 64), "float16"), g.input((64, WG_M), "float16"), out_dtype="float32")
+        g.output(g.add(y, g.transpose(g.input((WG_M, WG_M), "float32"), (1, 0))))
+        text = g.to_mlir()
+    for kernel in compile_module(text, NVIDIA, ("vulkan",)).kernels:
+        assert OP_COOP_MULADD not in _opcodes(kernel.spirv), why
+
+
+@pytest.mark.parametrize("wg, sg, threads", [((128, 128), (64, 64), (4, 32)), ((64, 64), (32, 32), (8, 16)),
+                                             ((64, 256), (32, 64), (4, 64)), ((16, 512), (16, 512), (1, 32)),
+                                             ((16, 192), (16, 192), None)])
+def test_epilogue_threads(wg, sg, threads):
+    """A row of the workgroup tile on neighbouring threads, 4 columns each (coalesced), or all the threads on
+    one row where it is longer; None where they do not divide the tile (192 columns over 32 threads of 4)."""
+    assert coop_matrix.epilogue_threads(wg, sg) == threads

@@ -13,21 +13,33 @@ device's OpenCL C takes inline PTX (profile `opencl_asm`), codegen_opencl spells
 strategy stays. Where the profile sets `coop_stage_k`, the operand tiles go through workgroup memory first
 (coop_staging.py).
 
+An elementwise epilogue (bias, activation, residual: dispatch.py's in-place consumers) is fused: the group's tiled
+op is then its last epilogue op, with the matmul and its fill fused into the workgroup tile. The subgroups store
+their fragments to the output buffer (the epilogue updates it in place: no temporary), a barrier (with
+storage-buffer semantics: barriers.py sees the global writes before it), then the epilogue runs over the
+workgroup tile on its threads (`emit_epilogue`), each a row and 4 columns at a time, consecutive threads on
+consecutive column vectors (coalesced), reading the fragments other subgroups stored.
+
 Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
-result, no fused epilogue, m and n multiples of the workgroup tile, k a multiple of 16.
+result, m and n multiples of the workgroup tile, k a multiple of 16; an epilogue of one (m, n) elementwise op
+whose other inputs are read along the output's loops in order (a residual, a row or column broadcast), with no
+fill of its own.
 """
 
 from __future__ import annotations
 
-from .linalg_info import iterator_types, num_inputs
+from .linalg_info import classify, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import ir
 
+ANY = "!transform.any_op"
 MMA = 16  # the M = N = K of the one shape used: every listed device has 16x16x16 for f16
 SUBGROUP = 32
 # Defaults (a profile may set coop_workgroup_tile / coop_subgroup_tile): 2 x 2 subgroups of 32 x 32 outputs,
 # i.e. 2 x 2 fragments per subgroup, so every A and B fragment loaded feeds two multiplies.
 WG_TILE = (64, 64)
 SG_TILE = (32, 32)
+EPILOGUE_VEC = 4  # columns per piece of a fused epilogue: the widest vector SPIR-V has without Vector16
+EPILOGUE = "portable.coop_epilogue"  # marks the thread forall of a fused epilogue (transform_script.build)
 
 
 def tiles(profile: dict) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -50,7 +62,7 @@ def shape_name(acc: str) -> str:
 
 def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     """Whether `group` (dispatch.Group) runs on cooperative matrices for this profile and these targets."""
-    if group.consumers or getattr(group, "chain", None) or not _target_has_matrices(profile, targets):
+    if getattr(group, "chain", None) or not _target_has_matrices(profile, targets):
         return False
     if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP) and SUBGROUP not in profile.get("subgroup_sizes",
                                                                                                       ()):
@@ -76,7 +88,57 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     m, k = a.shape
     n = b.shape[1]
     (wm, wn), _ = tiles(profile)
+    if group.consumers and (not _epilogue_ok(group, (m, n)) or epilogue_threads(*tiles(profile)) is None):
+        return False
     return m % wm == 0 and n % wn == 0 and k % MMA == 0
+
+
+def _epilogue_ok(group, shape: tuple[int, int]) -> bool:
+    """The consumer is one elementwise op updating the matmul's output in place (as dispatch.py makes it; the
+    preprocessing fuses an elementwise chain into one op, and a chain left of several is not tried here), the
+    matmul's own fill the group's one producer (an epilogue's constant operand would be a second: its fill would
+    need a place of its own in the kernel), and every other input is read along the output's loops in order (a
+    1-d vector load per piece; a transposed read is left to FMA)."""
+    out = group.root.operands[2]
+    if len(group.consumers) != 1 or len(group.producers) != 1 or not isinstance(out, ir.OpResult) or \
+            out.owner.operation != group.producers[0]:
+        return False
+    prev = group.root
+    for op in group.consumers:
+        if op.name != "linalg.generic" or len(op.results) != 1 or iterator_types(op) != ["parallel", "parallel"] \
+                or classify(op).gathers:
+            return False
+        nin = num_inputs(op)
+        dest = op.operands[nin] if len(op.operands) == nin + 1 else None
+        if not isinstance(dest, ir.OpResult) or dest.owner.operation != prev or \
+                tuple(ir.RankedTensorType(dest.type).shape) != shape:
+            return False
+        maps = indexing_maps(op)
+        if not is_identity(maps[nin]) or not all(_in_order(m) for m in maps[:nin]):
+            return False
+        prev = op
+    return True
+
+
+def _in_order(amap: ir.AffineMap) -> bool:
+    """(d0, d1), (d1), (d0) or (): the input's elements follow the output's loops, broadcast or not."""
+    dims = [str(e) for e in amap.results]
+    return all(d in ("d0", "d1") for d in dims) and dims == sorted(set(dims))
+
+
+def epilogue_threads(wg_tile: tuple[int, int], sg_tile: tuple[int, int]) -> tuple[int, int] | None:
+    """(threads on rows, threads on columns) running an epilogue over the workgroup tile, 4 columns per thread
+    and piece: a row of the tile on neighbouring threads (as many as it has 4-column vectors, at most all), the
+    rest on rows; None where they do not divide the tile."""
+    (wm, wn), (sm, sn) = wg_tile, sg_tile
+    threads = (wm // sm) * (wn // sn) * SUBGROUP
+    if wn % EPILOGUE_VEC:
+        return None
+    tx = min(wn // EPILOGUE_VEC, threads)
+    ty = threads // tx
+    if threads % tx or wn % (tx * EPILOGUE_VEC) or wm % ty:
+        return None
+    return ty, tx
 
 
 def _target_has_matrices(profile: dict, targets: tuple[str, ...]) -> bool:
@@ -90,40 +152,81 @@ def _is_fill(op: ir.Operation) -> bool:
         [o.name for o in op.regions[0].blocks[0].operations] == ["linalg.yield"]
 
 
-def emit_subgroup_tiles(emit, k: int, nfused: int, subgroup_tile: tuple[int, int]) -> None:
-    """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wf{k}, %wp{k}_j): a tile of
-    16x16 fragments per subgroup, a K loop of 16, one vector contract per fragment with its accumulator in the
-    loop's iter_args, the fill forwarded into the accumulators' initial value."""
-    any_op = "!transform.any_op"
+def handles(k: int, nconsumers: int, nfused: int) -> tuple[str, list[str]]:
+    """Transform handles of group k's matmul and the fills fused with it after the workgroup tiling
+    (transform_script.build): the tiled op itself and the fused ops, or with an epilogue of `nconsumers` ops, the
+    fused ops after the consumers."""
+    if nconsumers:
+        return f"%wp{k}_{nconsumers}", [f"%wp{k}_{j}" for j in range(nconsumers + 1, nfused + 1)]
+    return f"%wt{k}", [f"%wp{k}_{j}" for j in range(1, nfused + 1)]
+
+
+def emit_subgroup_tiles(emit, k: int, nconsumers: int, nfused: int, subgroup_tile: tuple[int, int]) -> None:
+    """Transform lines after the workgroup tiling of group k (handles as `handles` says): a tile of 16x16
+    fragments per subgroup, a K loop of 16, one vector contract per fragment with its accumulator in the loop's
+    iter_args, the fill forwarded into the accumulators' initial value."""
+    matmul, fills = handles(k, nconsumers, nfused)
     sm, sn = subgroup_tile
-    emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall %wt{k} tile_sizes [{sm}, {sn}] "
-         f"(mapping = [#gpu.warp<y>, #gpu.warp<x>]) : ({any_op}) -> ({any_op}, {any_op})")
+    emit(f"    %st{k}, %sf{k} = transform.structured.tile_using_forall {matmul} tile_sizes [{sm}, {sn}] "
+         f"(mapping = [#gpu.warp<y>, #gpu.warp<x>]) : ({ANY}) -> ({ANY}, {ANY})")
     cont = f"%sf{k}"
-    fills = []
-    for j in range(1, nfused + 1):
-        emit(f"    %sp{k}_{j}, %sc{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
-             f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+    for j, h in enumerate(fills, 1):
+        emit(f"    %sp{k}_{j}, %sc{k}_{j} = transform.structured.fuse_into_containing_op {h} into {cont} "
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
         cont = f"%sc{k}_{j}"
-        fills.append(f"%sp{k}_{j}")
     emit(f"    %kt{k}, %kl{k} = transform.structured.tile_using_for %st{k} tile_sizes [0, 0, {MMA}] "
-         f": ({any_op}) -> ({any_op}, {any_op})")
+         f": ({ANY}) -> ({ANY}, {ANY})")
     # Fragments of the subgroup tile: loops of 16 fully unrolled, so every fragment has static offsets.
     fragments(emit, f"%kt{k}", f"f{k}", (sm, sn), f"[{MMA}, {MMA}, 0]")
-    for i, h in enumerate(fills):
-        fragments(emit, h, f"z{k}_{i}", (sm, sn), f"[{MMA}, {MMA}]")
+    for j in range(1, len(fills) + 1):
+        fragments(emit, f"%sp{k}_{j}", f"z{k}_{j - 1}", (sm, sn), f"[{MMA}, {MMA}]")
     emit(f'    %vo{k} = transform.structured.match ops{{["linalg.generic", "linalg.fill"]}} in {cont} '
-         f": ({any_op}) -> {any_op}")
-    emit(f"    transform.structured.vectorize %vo{k} : {any_op}")
+         f": ({ANY}) -> {ANY}")
+    emit(f"    transform.structured.vectorize %vo{k} : {ANY}")
     contract_patterns(emit, cont)
-    emit(f"    transform.apply_licm to %kl{k} : {any_op}")
-    emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {any_op}")
+    emit(f"    transform.apply_licm to %kl{k} : {ANY}")
+    emit(f"    transform.loop.hoist_loop_invariant_subsets %kl{k} : {ANY}")
     # The zero fill forwards into the accumulators' initial values (mma constants after conversion).
-    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+    emit(f"    transform.apply_patterns to {cont} {{ transform.apply_patterns.canonicalization }} : {ANY}")
+
+
+def emit_epilogue(emit, k: int, nconsumers: int, workgroup_tile: tuple[int, int], threads: tuple[int, int]) -> None:
+    """Transform lines running group k's epilogue (handle %wt{k}, its last op; %wp{k}_j, j < nconsumers, the
+    others) over the workgroup tile on the threads (`threads` = epilogue_threads), in a forall of its own after
+    the subgroups' (map_nested_forall_to_threads puts a barrier between them: sync_after_distribute). A thread
+    takes a [rows, 4 * cols] block, a row and 4 columns per piece, each piece vectorized as 1-d (SPIR-V has no
+    2-d vectors); the pieces are unrolled by up to 8, whose loads can then be in flight together. The forall is
+    marked (EPILOGUE) for the vector lowering after bufferization."""
+    wm, wn = workgroup_tile
+    ty, tx = threads
+    rows, cols = wm // ty, wn // tx // EPILOGUE_VEC
+    emit(f"    %et{k}, %ef{k} = transform.structured.tile_using_forall %wt{k} num_threads [{ty}, {tx}] "
+         f"(mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) : ({ANY}) -> ({ANY}, {ANY})")
+    emit(f'    transform.annotate %ef{k} "{EPILOGUE}" : {ANY}')
+    cont = f"%ef{k}"
+    for j in range(1, nconsumers):
+        emit(f"    %ep{k}_{j}, %ec{k}_{j} = transform.structured.fuse_into_containing_op %wp{k}_{j} into {cont} "
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        cont = f"%ec{k}_{j}"
+    loops = [(f"%erl{k}", rows)] + ([(f"%ecl{k}", cols)] if cols > 1 else [])
+    sizes = f"[1, {EPILOGUE_VEC if cols > 1 else 0}]"
+    emit(f"    %es{k}, {', '.join(n for n, _ in loops)} = transform.structured.fuse %et{k} tile_sizes {sizes} "
+         f": ({ANY}) -> ({', '.join([ANY] * (len(loops) + 1))})")
+    # Inner loop first (unrolling the outer one first would leave the handle on one copy of the inner loop).
+    budget = 8
+    for name, n in reversed(loops):
+        factor = max(f for f in range(1, min(n, budget) + 1) if n % f == 0)
+        if factor > 1:
+            emit(f"    transform.loop.unroll {name} {{factor = {factor}}} : {ANY}")
+        budget = max(1, budget // factor)
+    for j in range(nconsumers):  # tags: the last consumer 0, the others 1 .. (transform_script.build)
+        emit(f'    %ev{k}_{j} = transform.structured.match attributes{{portable.op = "g{k}_{j}"}} in {cont} '
+             f": ({ANY}) -> {ANY}")
+        emit(f"    transform.structured.vectorize %ev{k}_{j} : {ANY}")
 
 
 def contract_patterns(emit, cont: str) -> None:
     """Vectorized fragments to contracts convert-vector-to-gpu takes, in the ops under handle `cont`."""
-    any_op = "!transform.any_op"
     emit(f"    transform.apply_patterns to {cont} {{")
     # Slices of slices become one slice and reads/writes of slices read/write the tile at an offset, so each
     # fragment's accumulator is a loop-invariant subset of the K loop's iter_arg (hoisted below); the
@@ -134,16 +237,15 @@ def contract_patterns(emit, cont: str) -> None:
     emit("      transform.apply_patterns.vector.reduction_to_contract")
     emit("      transform.apply_patterns.vector.fold_arith_extension")
     emit("      transform.apply_patterns.canonicalization")
-    emit(f"    }} : {any_op}")
+    emit(f"    }} : {ANY}")
 
 
 def fragments(emit, handle: str, name: str, tile: tuple[int, int], sizes: str) -> None:
-    any_op = "!transform.any_op"
     emit(f"    %{name}t, %{name}m, %{name}n = transform.structured.tile_using_for {handle} tile_sizes {sizes} "
-         f": ({any_op}) -> ({any_op}, {any_op}, {any_op})")
+         f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
     for loop, extent in ((f"%{name}n", tile[1]), (f"%{name}m", tile[0])):
         if extent // MMA > 1:
-            emit(f"    transform.loop.unroll {loop} {{factor = {extent // MMA}}} : {any_op}")
+            emit(f"    transform.loop.unroll {loop} {{factor = {extent // MMA}}} : {ANY}")
 
 
 def uses_mma(gpu_module_text: str) -> bool:

@@ -43,8 +43,9 @@ def copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
 
 
 def applies(g) -> bool:
-    """The group (dispatch.Group, cooperative-matrix eligible) has its fill fused: the form `emit` writes."""
-    return len(g.fused()) == 1
+    """The group (dispatch.Group, cooperative-matrix eligible) fuses its fill and nothing else but its epilogue:
+    the form `emit` writes."""
+    return len(g.producers) == 1
 
 
 def stage_k(profile: dict, k: int) -> tuple[int, int]:
@@ -68,27 +69,28 @@ def stage_k(profile: dict, k: int) -> tuple[int, int]:
     return 0, 1
 
 
-def emit(emit, k: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int, int], kt: int,
+def emit(emit, k: int, nconsumers: int, nfused: int, wg_tile: tuple[int, int], sg_tile: tuple[int, int], kt: int,
          buffers: int = 1, acc: str = "f32") -> None:
-    """Transform lines after the workgroup tiling of group k (handles %wt{k}, %wp{k}_1 the fill): the fill per
-    subgroup fragment, the K loop of steps kt with the operand tiles in workgroup memory, the subgroup tiles
-    of one step in 16x16 fragments. `acc`: the output's element type."""
-    if nfused != 1:
-        raise CompileError("the staged cooperative-matrix form takes a matmul whose one fused op is its fill "
-                           f"(this group fuses {nfused})", stage="tile-and-map")
+    """Transform lines after the workgroup tiling of group k (handles as coop_matrix.handles says: the matmul and
+    its one fill): the fill per subgroup fragment, the K loop of steps kt with the operand tiles in workgroup
+    memory, the subgroup tiles of one step in 16x16 fragments. `acc`: the output's element type."""
+    matmul, fills = coop_matrix.handles(k, nconsumers, nfused)
+    if len(fills) != 1:
+        raise CompileError("the staged cooperative-matrix form takes a matmul whose one fused producer is its fill "
+                           f"(this group fuses {len(fills)})", stage="tile-and-map")
     sm, sn = sg_tile
     wm, wn = wg_tile
     threads = (wm // sm) * (wn // sn) * coop_matrix.SUBGROUP
     warps = "(mapping = [#gpu.warp<y>, #gpu.warp<x>])"
     # The zero fill, fragment by fragment per subgroup: after outlining each fragment's first read is this write.
-    emit(f"    %zt{k}, %zf{k} = transform.structured.tile_using_forall %wp{k}_1 tile_sizes [{sm}, {sn}] {warps} "
+    emit(f"    %zt{k}, %zf{k} = transform.structured.tile_using_forall {fills[0]} tile_sizes [{sm}, {sn}] {warps} "
          f": ({ANY}) -> ({ANY}, {ANY})")
     coop_matrix.fragments(emit, f"%zt{k}", f"z{k}", (sm, sn), f"[{coop_matrix.MMA}, {coop_matrix.MMA}]")
     emit(f'    %zv{k} = transform.structured.match ops{{["linalg.fill", "linalg.generic"]}} in %zf{k} '
          f": ({ANY}) -> {ANY}")
     emit(f"    transform.structured.vectorize %zv{k} : {ANY}")
     # The workgroup K loop; the operand tiles of a step become workgroup buffers filled by linalg.copy.
-    emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for %wt{k} tile_sizes [0, 0, {kt}] "
+    emit(f"    %pk{k}, %pkl{k} = transform.structured.tile_using_for {matmul} tile_sizes [0, 0, {kt}] "
          f": ({ANY}) -> ({ANY}, {ANY})")
     emit(f"    %nb{k} = transform.param.constant {buffers} : i64 -> !transform.param<i64>")
     emit(f'    transform.annotate %pkl{k} "{STAGED_K}" = %nb{k} : {ANY}, !transform.param<i64>')
@@ -132,6 +134,7 @@ def after_outline(module: ir.Module) -> None:
         loop = carry_in_registers(loop, across_barriers=True)
         _start_from_fill(loop)
         _drop_leading_barriers(loop)
+        _barrier_before_epilogue(loop)
         # For wide_copies, on the kernel's own copy (convert-vector-to-gpu rebuilds the loop: the kernel keeps it).
         fn = loop.parent
         while fn.name != "gpu.func":
@@ -212,6 +215,21 @@ def _touches(op: ir.Operation, mem: ir.Value) -> bool:
 
     op.walk(visit)
     return bool(found)
+
+
+def _barrier_before_epilogue(loop: ir.Operation) -> None:
+    """The fragments, carried out of the loop, are stored right after it; a fused epilogue that follows
+    (coop_matrix.emit_epilogue) reads what other subgroups stored: a barrier between them. (The barrier that
+    thread mapping put after the subgroups' forall stays at the end of the loop's body, where the stores were;
+    barriers.py keeps this one's storage-buffer semantics, since global writes precede it.)"""
+    ops = [o.operation for o in loop.block.operations]
+    rest = ops[ops.index(loop) + 1:]
+    stores = 0
+    while stores < len(rest) and rest[stores].name == "vector.transfer_write":
+        stores += 1
+    if stores and stores < len(rest) and rest[stores].name not in ("gpu.barrier", "gpu.return"):
+        with ir.InsertionPoint(rest[stores]), loop.location:
+            gpu.BarrierOp()
 
 
 def _drop_leading_barriers(loop: ir.Operation) -> None:

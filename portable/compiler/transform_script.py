@@ -40,7 +40,9 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         fused = g.fused()
         for j in range(1, len(fused) + 1):
             emit(f'    %p{k}_{j} = transform.structured.match attributes{{portable.op = "g{k}_{j}"}} in %root : ({any_op}) -> {any_op}')
-        sizes = ", ".join(str(t) for t in s.tile)
+        # A cooperative-matrix strategy gives the matmul's tile (m, n, 0); with an epilogue the tiled op is its
+        # last op, over (m, n).
+        sizes = ", ".join(str(t) for t in (s.tile[:len(g_ranges[k])] if s.coop else s.tile))
         emit(f"    %wt{k}, %wf{k} = transform.structured.tile_using_forall %t{k} tile_sizes [{sizes}] "
              f"(mapping = [{_mapping('block', len(tiled))}]) : ({any_op}) -> ({any_op}, {any_op})")
         emit(f'    transform.annotate %wf{k} "portable.wg{k}" : {any_op}')
@@ -49,11 +51,17 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             emit(f"    %wp{k}_{j}, %wc{k}_{j} = transform.structured.fuse_into_containing_op %p{k}_{j} into {cont} "
                  f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
             cont = f"%wc{k}_{j}"
-        if s.coop and s.promote_k:
-            acc = str(ir.ShapedType(g.root.operands[2].type).element_type)
-            coop_staging.emit(emit, k, len(fused), (s.tile[0], s.tile[1]), s.coop, s.promote_k, s.coop_buffers, acc)
-        elif s.coop:
-            coop_matrix.emit_subgroup_tiles(emit, k, len(fused), s.coop)
+        if s.coop:
+            nc = len(g.consumers)
+            if s.promote_k:
+                acc = str(ir.ShapedType(g.root.operands[2].type).element_type)
+                coop_staging.emit(emit, k, nc, len(fused), (s.tile[0], s.tile[1]), s.coop, s.promote_k,
+                                  s.coop_buffers, acc)
+            else:
+                coop_matrix.emit_subgroup_tiles(emit, k, nc, len(fused), s.coop)
+            if nc:
+                wg = (s.tile[0], s.tile[1])
+                coop_matrix.emit_epilogue(emit, k, nc, wg, coop_matrix.epilogue_threads(wg, s.coop))
         elif s.promote_k:
             promotion.emit(emit, g, s, len(fused))
         elif g.chain and s.reduce_threads:
@@ -70,7 +78,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
     emit(f"    transform.apply_cse to %funcs : {any_op}")
     emit(f"    %b = transform.bufferization.one_shot_bufferize %root {{bufferize_function_boundaries = true, "
          f"function_boundary_type_conversion = 1 : i32}} : ({any_op}) -> {any_op}")
-    if any(s.vectorize for s in strategies):
+    if any(s.vectorize or (s.coop and g.consumers) for g, s in zip(groups, strategies)):
         # Canonical 1-d vector transfers; each target lowers them its own way (codegen_spirv unrolls them to
         # scalar accesses: pointer bitcasts to vectors are invalid in Vulkan's logical addressing).
         # Cooperative-matrix groups keep their contracts for convert-vector-to-gpu: then only the other
@@ -82,6 +90,11 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                     emit(f"    %bv{g.index} = transform.structured.match attributes{{portable.wg{g.index}}} in %b "
                          f": ({any_op}) -> {any_op}")
                     targets.append(f"%bv{g.index}")
+            if any(s.coop and g.consumers for g, s in zip(groups, strategies)):
+                # Epilogues' thread foralls (coop_matrix.emit_epilogue): their pieces' 1x4 vectors become 1-d.
+                emit(f"    %bepi = transform.structured.match attributes{{{coop_matrix.EPILOGUE}}} in %b "
+                     f": ({any_op}) -> {any_op}")
+                targets.append("%bepi")
         else:
             emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
             targets = ["%bf"]
@@ -110,7 +123,8 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                     blocks *= -(-r // t)
             grid = f" grid_dims = [{blocks}, 1, 1]"
         emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch{grid} : ({any_op}) -> {any_op}")
-        sync = "true" if s.reduce_threads or s.promote_k else "false"  # promoted: a barrier after each step
+        # Promoted: a barrier after each step; a cooperative-matrix epilogue: after the subgroups' stores.
+        sync = "true" if s.reduce_threads or s.promote_k or (s.coop and g.consumers) else "false"
         warp = f" warp_size = {coop_matrix.SUBGROUP}" if s.coop else ""
         emit(f"    %m{k} = transform.gpu.map_nested_forall_to_threads %l{k} block_dims = [{wx}, {wy}, {wz}] "
              f"sync_after_distribute = {sync}{warp} : ({any_op}) -> {any_op}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import config
 
-VERSION = 1  # bump when the cases change: the cached copy is written again
+VERSION = 2  # bump when the cases change: the cached copy is written again
 SEED = 2026
 OPSET = 20
 
@@ -238,9 +238,33 @@ def _data_movement(out: list[Spec]) -> None:
                                   "ax": np.array([-1], np.int64)}))
 
 
+def _matmul_epilogues(out: list[Spec]) -> None:
+    """f16 matmuls with an epilogue at sizes the cooperative-matrix tiles divide (nvidia 128x128 and K steps of
+    64, amd-rdna3 64x64): the fragments stored, then the epilogue over the workgroup tile read back by other
+    threads (compiler/coop_matrix.py). The importer accumulates an f16 MatMul in f32 and rounds to f16: cast
+    back to f32, its epilogue (the rounding, a row-broadcast bias and Gelu, or a residual) updates the f32
+    product in place, one kernel; all in f16 (Gemm + Relu), the rounding changes the type and the epilogue is a
+    kernel of its own. (Last in the suite: the inputs of the cases before stay what they were.)"""
+    for m, k, n in [(256, 512, 256), (128, 256, 384)]:
+        rt, at = _k_tol(k, "float16")
+        ab = {"a": ((m, k), np.float16, "normal"), "b": ((k, n), np.float16, "normal")}
+        out.append(Spec(f"matmul_f16_bias_gelu_f32_{m}x{k}x{n}",
+                        lambda: [_node("MatMul", ["a", "b"], ["p"]), _node("CastLike", ["p", "c"], ["q"]),
+                                 _node("Add", ["q", "c"], ["g"]), _node("Gelu", ["g"], ["y"], approximate="tanh")],
+                        dict(ab, c=((n,), F, "normal")), ["y"], rtol=rt, atol=at))
+        out.append(Spec(f"matmul_f16_residual_f32_{m}x{k}x{n}",
+                        lambda: [_node("MatMul", ["a", "b"], ["p"]), _node("CastLike", ["p", "r"], ["q"]),
+                                 _node("Add", ["q", "r"], ["y"])],
+                        dict(ab, r=((m, n), F, "normal")), ["y"], rtol=rt, atol=at))
+        out.append(Spec(f"gemm_f16_bias_relu_{m}x{k}x{n}",
+                        lambda: [_node("Gemm", ["a", "b", "c"], ["g"]), _node("Relu", ["g"], ["y"])],
+                        {"a": ((m, k), F, "normal"), "b": ((k, n), F, "normal"), "c": ((n,), F, "normal")}, ["y"],
+                        "float16", rt, at))
+
+
 def specs() -> list[Spec]:
     out: list[Spec] = []
-    for add in (_matmuls, _convs, _rows, _reductions, _elementwise, _data_movement):
+    for add in (_matmuls, _convs, _rows, _reductions, _elementwise, _data_movement, _matmul_epilogues):
         add(out)
     return out
 
