@@ -62,6 +62,28 @@ def test_bench_writes_json_and_markdown(device, tmp_path):
     assert result["workloads"]["tiny"]["add_64Mi"]["label"] == "add 4 Ki f32"
 
 
+def test_f16_mlp_layer_is_mlir_text_with_an_f32_epilogue_and_reference(device, tmp_path):
+    """mlp_gelu_4096_f16: x, W f16, bias f32, one f32 linalg.generic (bias + tanh-GELU) after the mixed-type
+    matmul, f32 out; the numpy reference is the f32-widened layer with the Graph's tanh-GELU, and portable's
+    compile of the text matches it."""
+    w = build("mlp_gelu_4096_f16", "tiny")
+    assert [d for _, d in w.inputs] == ["float16", "float16", "float32"] and w.output == ((64, 64), "float32")
+    assert w.label == "gelu(matmul 64x64x64 + bias) f16 (f32 acc+out)" and w.bound == "compute"
+    assert w.flops == 2.0 * 64 ** 3 and w.bytes == 2 * 64 * 64 * 2 + 64 * 4 + 64 * 64 * 4
+    assert w.mlir.count("linalg.generic") == 1 and "math.tanh" in w.mlir
+    assert "ins(%x, %w : tensor<64x64xf16>, tensor<64x64xf16>) outs(%acc : tensor<64x64xf32>)" in w.mlir
+    x, wt, bias = w.make_inputs()
+    h = x.astype(np.float64) @ wt.astype(np.float64) + bias
+    direct = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+    ref = reference(w, [x, wt, bias])
+    assert ref.dtype == np.float32 and relative_error(ref, direct.astype(np.float32)) < 1e-5
+    cfg = BenchConfig(devices=device, filter="mlp_gelu_4096_f16", out=tmp_path, sizes="tiny",
+                      peers=("portable", "numpy"), iters=1, chart=False, command="pytest", log=False)
+    mine, = [r for r in run_bench(cfg)["results"] if r["peer"] == "portable"]
+    assert mine["status"] == "ok", mine.get("error")
+    assert mine["max_rel_err"] <= 1e-5  # f32 accumulation of exact f16 products: far inside the f16 tolerance
+
+
 def test_bench_reports_a_missing_device():
     from portable.errors import DeviceNotFound
 

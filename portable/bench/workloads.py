@@ -50,6 +50,10 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
     # A transformer MLP's first layer: the matmul with its epilogue (bias, tanh-GELU) fused into the kernel.
     "mlp_gelu_4096": ("matmul_gelu", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(512, 512, 512),
                                       "tiny": _mm(64, 64, 64)}, "float32"),
+    # The same layer with f16 activations and weights, the product accumulated in f32 and the epilogue (f32 bias,
+    # tanh-GELU) in f32 on the f32 accumulator: the result stays f32 (MLIR text, as for the f16 matmul).
+    "mlp_gelu_4096_f16": ("matmul_gelu", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(512, 512, 512),
+                                          "tiny": _mm(64, 64, 64)}, "float16"),
     "bmm_attention": ("batch_matmul", {"gpu": _bmm(16, 512, 64, 512), "cpu": _bmm(8, 256, 64, 256),
                                        "tiny": _bmm(2, 32, 16, 32)}, "float32"),
     "conv3x3_resnet": ("conv2d", {"gpu": _conv(8, 56, 64, 64, 3), "cpu": _conv(1, 56, 64, 64, 3),
@@ -119,7 +123,7 @@ class Workload:
         if self.family == "matmul":
             return f"matmul {p['m']}x{p['k']}x{p['n']} {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
         if self.family == "matmul_gelu":
-            return f"gelu(matmul {p['m']}x{p['k']}x{p['n']} + bias) {dt}"
+            return f"gelu(matmul {p['m']}x{p['k']}x{p['n']} + bias) {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
         if self.family == "batch_matmul":
             return f"bmm {p['b']}x{p['m']}x{p['k']} @ {p['b']}x{p['k']}x{p['n']} {dt}"
         if self.family in ("conv2d", "depthwise_conv2d"):
@@ -223,6 +227,47 @@ def _matmul_f16_mlir(p: dict) -> str:
 """
 
 
+def _matmul_gelu_f16_mlir(p: dict) -> str:
+    """gelu(x @ W + bias) with x, W f16, the product accumulated in f32 (linalg.matmul with mixed element
+    types), then one linalg.generic in f32: + bias (f32, per column), tanh-GELU with the constants and order of
+    operations of `Graph.gelu` (0.5x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))). Result f32."""
+    x, w, c = _tt((p["m"], p["k"]), "float16"), _tt((p["k"], p["n"]), "float16"), _tt((p["m"], p["n"]), "float32")
+    b = _tt((p["n"],), "float32")
+    s2pi, c3 = (float(np.float32(v)) for v in (np.sqrt(2 / np.pi), 0.044715))  # as the Graph prints them
+    return f"""module attributes {{portable.graph = "matmul_gelu_f16_f32acc"}} {{
+  func.func @main(%x: {x}, %w: {w}, %bias: {b}) -> {c} {{
+    %zero = arith.constant 0.0 : f32
+    %empty = tensor.empty() : {c}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {c}) -> {c}
+    %mm = linalg.matmul ins(%x, %w : {x}, {w}) outs(%acc : {c}) -> {c}
+    %empty2 = tensor.empty() : {c}
+    %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
+                                           affine_map<(d0, d1) -> (d0, d1)>],
+                          iterator_types = ["parallel", "parallel"]}}
+      ins(%mm, %bias : {c}, {b}) outs(%empty2 : {c}) {{
+    ^bb0(%v: f32, %bv: f32, %o: f32):
+      %h = arith.addf %v, %bv : f32
+      %half = arith.constant 0.5 : f32
+      %one = arith.constant 1.0 : f32
+      %s2pi = arith.constant {s2pi!r} : f32
+      %c3 = arith.constant {c3!r} : f32
+      %hh = arith.mulf %half, %h : f32
+      %h2 = arith.mulf %h, %h : f32
+      %h3 = arith.mulf %h, %h2 : f32
+      %t0 = arith.mulf %c3, %h3 : f32
+      %t1 = arith.addf %h, %t0 : f32
+      %t2 = arith.mulf %s2pi, %t1 : f32
+      %t3 = math.tanh %t2 : f32
+      %t4 = arith.addf %one, %t3 : f32
+      %g = arith.mulf %hh, %t4 : f32
+      linalg.yield %g : f32
+    }} -> {c}
+    return %r : {c}
+  }}
+}}
+"""
+
+
 def _depthwise_mlir(p: dict, dtype: str) -> str:
     """Depthwise 3x3 NHWC (weights HWC): no Graph op, so tensor.pad + linalg.depthwise_conv_2d_nhwc_hwc."""
     n, h, w, c, k, pad = p["n"], p["h"], p["w"], p["c"], p["k"], p["pad"]
@@ -270,9 +315,15 @@ def build(wid: str, size_class: str, onnx_path: str | None = None) -> Workload:
         else:
             text = _graph(family, p, dtype).to_mlir()
     elif family == "matmul_gelu":
-        ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), dtype)]
-        out = ((p["m"], p["n"]), dtype)
-        flops, bound, text = 2.0 * p["m"] * p["n"] * p["k"], "compute", _graph(family, p, dtype).to_mlir()
+        flops, bound = 2.0 * p["m"] * p["n"] * p["k"], "compute"  # the epilogue (~15 flops an element) not counted
+        if dtype == "float16":  # f16 activations and weights; f32 bias, accumulator and result
+            ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), "float32")]
+            out = ((p["m"], p["n"]), "float32")
+            text, built_with = _matmul_gelu_f16_mlir(p), "MLIR text (f16 in, f32 accumulate, f32 bias + GELU and out)"
+        else:
+            ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), dtype)]
+            out = ((p["m"], p["n"]), dtype)
+            text = _graph(family, p, dtype).to_mlir()
     elif family == "batch_matmul":
         ins = [((p["b"], p["m"], p["k"]), dtype), ((p["b"], p["k"], p["n"]), dtype)]
         out = ((p["b"], p["m"], p["n"]), dtype)

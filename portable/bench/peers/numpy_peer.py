@@ -62,6 +62,8 @@ def function(w: Workload) -> Callable[..., np.ndarray]:
             return xc / np.sqrt(var + np.float32(LAYERNORM_EPS)) * g + b
         return layernorm
     if w.family == "matmul_gelu":
+        if w.dtype == "float16":  # f16 x and W widened; f32 bias, product and epilogue
+            return lambda x, wt, bias: _gelu_tanh(x.astype(np.float32) @ wt.astype(np.float32) + bias)
         return lambda x, wt, bias: _gelu_tanh(x @ wt + bias)
     if w.family == "ew_chain":
         return lambda x, bias, res: _gelu_tanh(x + bias) + res

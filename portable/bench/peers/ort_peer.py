@@ -1,8 +1,8 @@
 """onnxruntime on the CPU: each workload as a small ONNX model (opset 20) over the same numpy inputs.
 
 NHWC convolutions go through Transpose -> Conv (NCHW) -> Transpose inside the model (ONNX Conv is NCHW);
-the transposes are part of the measured time. f16 matmul is widened to f32 by Cast nodes (ORT's CPU
-provider has no f16 MatMul on x86).
+the transposes are part of the measured time. f16 matmul (and the f16 MLP layer's x and W) is widened to f32 by
+Cast nodes (ORT's CPU provider has no f16 MatMul on x86).
 """
 
 from __future__ import annotations
@@ -47,8 +47,13 @@ def _model(w: Workload):
     elif w.family == "layernorm":
         nodes = [N("LayerNormalization", names, ["out"], axis=-1, epsilon=LAYERNORM_EPS)]
     elif w.family == "matmul_gelu":
-        nodes = [N("MatMul", ["in0", "in1"], ["mm"]), N("Add", ["mm", "in2"], ["h"]),
-                 N("Gelu", ["h"], ["out"], approximate="tanh")]
+        mm_in = ["in0", "in1"]
+        nodes = []
+        if w.dtype == "float16":  # f16 x and W widened; the bias (in2) is f32 already
+            nodes = [N("Cast", ["in0"], ["a"], to=TensorProto.FLOAT), N("Cast", ["in1"], ["b"], to=TensorProto.FLOAT)]
+            mm_in = ["a", "b"]
+        nodes += [N("MatMul", mm_in, ["mm"]), N("Add", ["mm", "in2"], ["h"]),
+                  N("Gelu", ["h"], ["out"], approximate="tanh")]
     elif w.family == "ew_chain":
         nodes = [N("Add", ["in0", "in1"], ["h"]), N("Gelu", ["h"], ["g"], approximate="tanh"),
                  N("Add", ["g", "in2"], ["out"])]

@@ -36,6 +36,8 @@ def _function(w: Workload):
     if w.family == "layernorm":
         return lambda x, g, b: x.layernorm(axis=-1, eps=LAYERNORM_EPS) * g + b
     if w.family == "matmul_gelu":
+        if w.dtype == "float16":  # f32 accumulator and result, then the f32 bias and gelu
+            return lambda x, wt, bias: (x.matmul(wt, dtype=dtypes.float32) + bias).gelu()
         return lambda x, wt, bias: (x @ wt + bias).gelu()
     if w.family == "ew_chain":
         return lambda x, bias, res: (x + bias).gelu() + res  # tinygrad's gelu is the tanh form

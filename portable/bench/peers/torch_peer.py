@@ -15,7 +15,7 @@ from ..workloads import LAYERNORM_EPS, SCALE, SOFTMAX_SCALE, Workload
 from .base import BATCH, Peer, Prepared, Unavailable, Unsupported
 
 
-def _function(w: Workload, torch, f16_out_dtype: bool):
+def _function(w: Workload, torch, f16_out_dtype: bool, addmm_out_dtype: bool = False):
     F = torch.nn.functional
     p = w.params
     if w.family == "matmul":
@@ -33,6 +33,12 @@ def _function(w: Workload, torch, f16_out_dtype: bool):
     if w.family == "layernorm":
         return lambda x, g, b: F.layer_norm(x, (p["c"],), g, b, LAYERNORM_EPS)
     if w.family == "matmul_gelu":
+        if w.dtype == "float16":  # f16 x and W, f32 bias; f32 product, bias add and gelu
+            if addmm_out_dtype:  # bias in cuBLAS's epilogue, as the f32 layer's addmm
+                return lambda x, wt, bias: F.gelu(torch.addmm(bias, x, wt, out_dtype=torch.float32), approximate="tanh")
+            if f16_out_dtype:
+                return lambda x, wt, bias: F.gelu(torch.mm(x, wt, out_dtype=torch.float32) + bias, approximate="tanh")
+            return lambda x, wt, bias: F.gelu(torch.mm(x, wt).float() + bias, approximate="tanh")
         return lambda x, wt, bias: F.gelu(torch.addmm(bias, x, wt), approximate="tanh")
     if w.family == "ew_chain":
         return lambda x, bias, res: F.gelu(x + bias, approximate="tanh") + res
@@ -71,9 +77,18 @@ class _Prepared(Prepared):
             self.fn = load_module(w.params, Path(w.onnx_path).parent / WEIGHTS_FILE).to(peer.device)
             self.notes = "eager nn.Module (the one exported to ONNX), same weights"
         else:
-            self.fn = _function(w, peer.torch, peer.f16_out_dtype)
+            self.fn = _function(w, peer.torch, peer.f16_out_dtype, peer.addmm_out_dtype)
         if w.family == "matmul" and w.dtype == "float16" and not peer.f16_out_dtype:
             self.notes = "f16 result (this torch has no torch.mm(out_dtype=)); f32 accumulation in cuBLAS"
+        if w.family == "matmul_gelu" and w.dtype == "float16":
+            if peer.addmm_out_dtype:
+                self.notes = "addmm(f32 bias, f16, f16, out_dtype=f32) then gelu(tanh): 2 ops"
+            elif peer.f16_out_dtype:
+                self.notes = ("mm(out_dtype=f32) + f32 bias, gelu(tanh): 3 ops (this torch on this device has no "
+                              "addmm(out_dtype=) with an f32 bias)")
+            else:
+                self.notes = ("f16 matmul result widened to f32 (this torch on this device has no "
+                              "mm(out_dtype=)), then f32 bias and gelu(tanh): the product is rounded to f16 once")
         self.resident = _to_torch(w, inputs, peer.torch, peer.device)
 
     def run_device(self) -> None:
@@ -118,12 +133,17 @@ class TorchPeer(Peer):
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         self.sync = torch.cuda.synchronize if cuda else (lambda: None)
+        a = torch.ones((2, 2), dtype=torch.float16, device=self.device)
         try:
-            a = torch.ones((2, 2), dtype=torch.float16, device=self.device)
             torch.mm(a, a, out_dtype=torch.float32)
             self.f16_out_dtype = True
-        except (TypeError, RuntimeError):
+        except (TypeError, RuntimeError):  # CPU torch raises NotImplementedError, a RuntimeError
             self.f16_out_dtype = False
+        try:  # an f32 bias in the f16 GEMM's epilogue (mlp_gelu_4096_f16)
+            torch.addmm(torch.ones(2, device=self.device), a, a, out_dtype=torch.float32)
+            self.addmm_out_dtype = True
+        except (TypeError, RuntimeError):
+            self.addmm_out_dtype = False
         d = {"torch": torch.__version__, "device": str(self.device), "tf32": False}
         if cuda:
             d.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
