@@ -70,3 +70,12 @@ def test_lone_row_reduction_reads_columns_cyclically(device, tmp_path, monkeypat
     _run(g, [(5, cols)], device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=49152)
     script = "".join(p.read_text() for p in (tmp_path / "dump").rglob("*tile-and-map-script.mlir"))
     assert "tile_reduction_using_for " in script and "tile_reduction_using_forall" not in script
+
+
+def test_lone_reduction_keeps_its_epilogue(device, tmp_path):
+    """relu(sum(x)): the relu stays the reduction kernel's epilogue (a chain of one would leave it a second
+    kernel), so that reduction keeps the plain workgroup form."""
+    g = portable.Graph()
+    g.output(g.relu(g.sum(g.input((5, 4097), "float32"), axis=-1)))
+    exe = _run(g, [(5, 4097)], device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=49152)
+    assert len(exe.kernels) == 1

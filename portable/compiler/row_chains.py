@@ -258,11 +258,13 @@ def find_chains(func_op: ir.Operation, fits: Callable[[list[ir.Operation]], bool
     """Row chains of `func_op`'s body (block order, at least one reduction and one more op; with `single`, a lone
     reduction too) that `fits` (the device's memory holds what the kernel keeps), some rows computed again where
     they are read if that is what it takes (`recompute`); every op but the last has all its users in the chain.
-    Ops of a chain that cannot be made to fit stay one kernel per op. `single` (GPU profiles): a reduction alone
-    then reads its row as a chain does, columns cyclic over the threads (coalesced) and combined by subgroups,
-    instead of each thread reading a contiguous piece (strategy._workgroup_reduction); H200, split_rows.py's
-    partial maxima and sums, softmax 8x1048576 on Vulkan 0.315 -> 0.066 ms
-    (benchmarks/results/h200/session23/split_rows{,_coalesced}_vulkan.json)."""
+    Ops of a chain that cannot be made to fit stay one kernel per op.
+
+    `single` (GPU profiles): a reduction alone, whose result no elementwise op reads (that op would be a kernel of
+    its own after a chain; a plain reduction's kernel runs it as an epilogue), reads its row as a chain does:
+    columns cyclic over the threads (coalesced), combined by subgroups, instead of each thread reading a
+    contiguous piece (strategy._workgroup_reduction). H200, split_rows.py's partial maxima and sums, softmax
+    8x1048576 on Vulkan 0.315 -> 0.066 ms (benchmarks/results/h200/session23/split_rows{,_coalesced}_vulkan.json)."""
     block = func_op.regions[0].blocks[0]
     for op in [op.operation for op in block.operations if op.name == "linalg.generic"]:
         k = classify(op)
@@ -313,8 +315,9 @@ def _chain_from(r: ir.Operation, generics: list[ir.Operation], taken: _OpSet,
         if all(all(u in inside for u in _users(op)) for op in chain[:-1]):
             break
         chain.pop()
-    if len(chain) < 2 and not single:
-        return None
+    if len(chain) < 2 and not (single and not any(u.name == "linalg.generic" and classify(u).kind == "elementwise"
+                                                  for u in _users(r))):
+        return None  # a lone reduction read by an elementwise op keeps that op as its kernel's epilogue (dispatch)
     members = _OpSet(chain)
     grew = True
     while grew:
