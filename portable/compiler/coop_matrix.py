@@ -28,7 +28,7 @@ fill of its own.
 
 from __future__ import annotations
 
-from .linalg_info import classify, indexing_maps, is_identity, iterator_types, num_inputs
+from .linalg_info import classify, dims_in_order, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import ir
 
 ANY = "!transform.any_op"
@@ -103,27 +103,18 @@ def _epilogue_ok(group, shape: tuple[int, int]) -> bool:
     if len(group.consumers) != 1 or len(group.producers) != 1 or not isinstance(out, ir.OpResult) or \
             out.owner.operation != group.producers[0]:
         return False
-    prev = group.root
-    for op in group.consumers:
-        if op.name != "linalg.generic" or len(op.results) != 1 or iterator_types(op) != ["parallel", "parallel"] \
-                or classify(op).gathers:
-            return False
-        nin = num_inputs(op)
-        dest = op.operands[nin] if len(op.operands) == nin + 1 else None
-        if not isinstance(dest, ir.OpResult) or dest.owner.operation != prev or \
-                tuple(ir.RankedTensorType(dest.type).shape) != shape:
-            return False
-        maps = indexing_maps(op)
-        if not is_identity(maps[nin]) or not all(_in_order(m) for m in maps[:nin]):
-            return False
-        prev = op
-    return True
-
-
-def _in_order(amap: ir.AffineMap) -> bool:
-    """(d0, d1), (d1), (d0) or (): the input's elements follow the output's loops, broadcast or not."""
-    dims = [str(e) for e in amap.results]
-    return all(d in ("d0", "d1") for d in dims) and dims == sorted(set(dims))
+    (op,) = group.consumers
+    if op.name != "linalg.generic" or len(op.results) != 1 or iterator_types(op) != ["parallel", "parallel"] \
+            or classify(op).gathers:
+        return False
+    nin = num_inputs(op)
+    dest = op.operands[nin] if len(op.operands) == nin + 1 else None
+    if not isinstance(dest, ir.OpResult) or dest.owner.operation != group.root or \
+            tuple(ir.RankedTensorType(dest.type).shape) != shape:
+        return False
+    maps = indexing_maps(op)
+    # (d0, d1), (d1), (d0) or (): each input follows the output's loops, broadcast or not.
+    return is_identity(maps[nin]) and all(dims_in_order(m) is not None for m in maps[:nin])
 
 
 def epilogue_threads(wg_tile: tuple[int, int], sg_tile: tuple[int, int]) -> tuple[int, int] | None:

@@ -65,6 +65,15 @@ def is_identity(amap: ir.AffineMap) -> bool:
     return amap.n_symbols == 0 and amap == ir.AffineMap.get_identity(amap.n_dims)
 
 
+def dims_in_order(amap: ir.AffineMap) -> list[int] | None:
+    """The loop dims `amap` reads when its results are distinct loop dims in increasing order (an operand read
+    along the loops, broadcast over the others); None otherwise (a transposed read, a constant index)."""
+    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
+        return None
+    dims = [ir.AffineDimExpr(e).position for e in amap.results]
+    return dims if dims == sorted(set(dims)) else None
+
+
 @dataclass(frozen=True)
 class OpKind:
     """What the strategy needs to know: 'fill', 'elementwise', 'matmul', 'reduction', 'conv', 'generic'."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from .linalg_info import indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
+from .linalg_info import dims_in_order, indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .reduction_inputs import fuse_input
 from .rewrites import rebuild_generic
@@ -62,8 +62,8 @@ def _row_maps(op: ir.Operation, n: int) -> list[bool] | None:
     not (a value per row or a scalar); None where a map is not the loops it reads, in order."""
     out = []
     for amap in indexing_maps(op):
-        dims = [ir.AffineDimExpr(e).position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
-        if None in dims or dims != sorted(set(dims)) or amap.n_dims != n:
+        dims = dims_in_order(amap)
+        if dims is None or amap.n_dims != n:
             return None
         out.append(bool(dims) and dims[-1] == n - 1)
     return out
