@@ -10,9 +10,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import compile_and_load
+from conftest import compile_and_load, matmul_mlir
 
 import portable
+from portable import profiles
 from portable.codegen_spirv import disassemble
 from portable.codegen_spirv.texel_reads import texel_reads
 from portable.compiler.mlir import ir
@@ -51,13 +52,30 @@ def _rewrite(text: str, access: tuple[str, ...], max_texels: int = 1 << 20) -> t
 
 def test_rewrite_takes_read_only_buffers_of_whole_texels():
     vars_ = [("vector<4xf32>", 16, 64), ("vector<4xi64>", 32, 64), ("vector<2xi64>", 16, 64),
-             ("f32", 4, 64), ("vector<2xf32>", 8, 64), ("vector<4xi32>", 16, 64)]
-    got, text = _rewrite(_module(vars_), ("r", "r", "r", "r", "r", "w"))
-    assert got == (0, 1, 2)  # scalar and 8-byte elements are not whole texels; a written buffer stays
-    assert text.count("spirv.ImageFetch") == 1 + 2 + 1  # a 32-byte element is two texels
+             ("f32", 4, 64), ("i64", 8, 63), ("vector<4xi32>", 16, 64), ("i64", 8, 64), ("vector<2xf32>", 8, 64)]
+    got, text = _rewrite(_module(vars_), ("r", "r", "r", "r", "r", "w", "r", "r"))
+    # 4-byte elements are not whole texels, nor 63 8-byte ones (a view would miss the last); a written buffer stays
+    assert got == (0, 1, 2, 6, 7)
+    assert text.count("spirv.ImageFetch") == 1 + 2 + 1 + 1 + 1  # a 32-byte element is two texels
     assert "SampledBuffer" in text
     assert text.count("StorageBuffer>") >= 3  # the others keep their storage-buffer variables
     assert "spirv.CompositeConstruct" in text and "vector<4xi32> to vector<4xf32>" in text
+    # 8-byte elements at %i, of unknown parity: texel %i >> 1, its .zw where %i is odd, else its .xy
+    assert text.count("spirv.ShiftRightLogical") == text.count("spirv.Select") == 2
+    assert "vector<2xi32> to i64" in text and "vector<2xi32> to vector<2xf32>" in text
+
+
+def test_rewrite_picks_the_half_of_a_known_parity():
+    text = _module([("i64", 8, 64), ("i64", 8, 64)]).replace("%c0 = spirv.Constant 0 : i32", """\
+%c0 = spirv.Constant 0 : i32
+%c1 = spirv.Constant 1 : i32
+%c6 = spirv.Constant 6 : i32
+%even = spirv.IMul %i, %c6 : i32
+%odd = spirv.IAdd %even, %c1 : i32""")
+    text = text.replace("%a0[%c0, %i]", "%a0[%c0, %even]").replace("%a1[%c0, %i]", "%a1[%c0, %odd]")
+    got, text = _rewrite(text, ("r", "r"))
+    assert got == (0, 1) and "spirv.Select" not in text
+    assert "spirv.VectorShuffle [0 : i32, 1 : i32]" in text and "spirv.VectorShuffle [2 : i32, 3 : i32]" in text
 
 
 def test_rewrite_leaves_written_large_and_otherwise_used_buffers():
@@ -100,6 +118,24 @@ def test_texel_reads_run_and_round_trip(device, tmp_path, on):
     assert [k.texel_buffers for k in loaded.executable.kernels] == texel
     for out, ref in zip(loaded(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_texel_reads_of_f16_operands(device, tmp_path):
+    """An f16 matmul's operands, four halves to an i64 (compiler/wide_buffers.py), are read as half texels."""
+    _vulkan(device)
+    live = open_device(device)
+    if not {"Float16", "Int64"} <= set(profiles.codegen_options(profiles.match(live.info), live.info)["spirv_caps"]):
+        pytest.skip("f16 buffers are widened to i64 only where the kernel computes on f16")
+    a, b = (RNG.standard_normal(s).astype(np.float16) for s in ((64, 96), (96, 32)))
+    exe, loaded = compile_and_load(matmul_mlir(64, 96, 32, "f16", "f32"), device, tmp_path,
+                                   texel_reads=True, wide_buffers=True)
+    spirv = "".join(disassemble(k.spirv) for k in exe.kernels)
+    assert [k.texel_buffers for k in exe.kernels] == [(1, 2)]  # a and b; the f32 output is written
+    assert "OpTypeArray %ulong" not in spirv and "OpBitcast %ulong" in spirv
+    assert [k.texel_buffers for k in loaded.executable.kernels] == [(1, 2)]
+    (out,) = loaded(a, b)
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.max(np.abs(ref)))
 
 
 def test_texel_reads_of_pooled_intermediates(device, tmp_path):
