@@ -11,7 +11,7 @@ import pytest
 
 import portable
 from portable import profiles
-from portable.compiler import coop_matrix, coop_staging
+from portable.compiler import coop_matrix, coop_staging, strategy
 from portable.compiler.pipeline import compile_module
 
 OP_COOP_MULADD = 4459  # OpCooperativeMatrixMulAddKHR (SPV_KHR_cooperative_matrix)
@@ -35,7 +35,8 @@ def _matmul(m: int, k: int, n: int, out: str = "float32") -> str:
     return g.to_mlir()
 
 
-NVIDIA = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+# The profile's large tiles at every shape here (coop_small_tiles off; the choice: test_coop_matrix.py).
+NVIDIA = dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]), coop_small_tiles=())
 UNSTAGED = dict(NVIDIA, coop_stage_k=0)  # fragments loaded from global memory (coop_matrix.py alone)
 (WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
 COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)  # one subgroup of 32 per subgroup tile
@@ -98,6 +99,33 @@ def test_tiles_from_the_profile(wg, sg):
     words = struct.unpack(f"<{len(kernel.spirv) // 4}I", kernel.spirv)
     muladds = sum(1 for w in words if w & 0xFFFF == OP_COOP_MULADD and w >> 16 == 6)  # 6-word instruction
     assert muladds == (sg[0] // 16) * (sg[1] // 16)
+
+
+@pytest.mark.parametrize("m, n, expected", [
+    (4096, 4096, ((128, 128), (64, 64))),  # 1024 workgroups of the large tiles
+    (1024, 1024, ((64, 64), (32, 32))),  # 64 of them would leave half the SMs idle: 256 of the small ones
+    (512, 4096, ((128, 128), (64, 64))),  # 128: about one per SM
+    (192, 4096, ((64, 64), (32, 32))),  # 128 does not divide 192
+    (96, 4096, ((128, 128), (64, 64))),  # neither divides: the large ones (the matmul is not eligible)
+])
+def test_small_tiles_where_the_large_ones_leave_the_device_idle(m, n, expected):
+    nvidia = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+    assert coop_matrix.tiles(nvidia, (m, n)) == expected
+    assert coop_matrix.tiles(nvidia) == ((128, 128), (64, 64))
+    # OpenCL (PTX wmma): small tiles only where the large ones do not divide the product.
+    opencl = strategy.for_targets(nvidia, ("opencl",))
+    assert coop_matrix.tiles(opencl, (m, n)) == (expected if m % 128 else ((128, 128), (64, 64)))
+
+
+def test_a_small_product_runs_on_the_small_tiles():
+    """The staged kernel at 64x64 workgroup tiles: 4 subgroups of 32x32 (2x2 fragments), 4 x 4 workgroups."""
+    nvidia = profiles.codegen_options(profiles.all_profiles()["nvidia"])
+    (kernel,) = (exe := compile_module(_matmul(256, 128, 256), nvidia, ("vulkan",))).kernels
+    assert kernel.workgroup_size == (64, 2, 1) and tuple(exe.dispatches[0].grid) == (4, 4, 1)
+    ops = [op for op, _ in _instructions(kernel.spirv)]
+    assert ops.count(OP_COOP_MULADD) == 2 * 2 * (64 // 16)  # one K step of 64, straight-line
+    assert _coop_load_storage(kernel.spirv) == {STORAGE_WORKGROUP}
+    _validate_coop(kernel.spirv)
 
 
 def test_bad_tiles_are_refused():
@@ -196,7 +224,7 @@ def test_staged_fragments_come_from_workgroup_memory(out, wg, sg, kt, buffers):
     tiles are arrays of vec4 of 32-bit words); one K step's multiplies are straight-line code; a single copy
     of the tiles takes two barriers per step, two copies one."""
     opts = dict(NVIDIA, coop_workgroup_tile=wg, coop_subgroup_tile=sg, coop_stage_k=kt, coop_stage_buffers=buffers)
-    assert coop_staging.stage_k(opts, 4 * kt) == (kt, buffers)
+    assert coop_staging.stage_k(opts, 4 * kt, coop_matrix.tiles(opts)) == (kt, buffers)
     exe = compile_module(_matmul(2 * wg[0], 4 * kt, 2 * wg[1], out), opts, ("vulkan",))
     (kernel,) = exe.kernels
     assert kernel.workgroup_size == (32 * (wg[1] // sg[1]), wg[0] // sg[0], 1)
@@ -225,7 +253,7 @@ def test_unstaged_fragments_come_from_the_buffers():
     ("no step in the profile", UNSTAGED, 4096, (0, 1)),
 ])
 def test_stage_k_falls_back(why, opts, k, expected):
-    assert coop_staging.stage_k(opts, k) == expected, why
+    assert coop_staging.stage_k(opts, k, coop_matrix.tiles(opts)) == expected, why
 
 
 def test_k_not_a_multiple_of_the_step_stays_unstaged():
@@ -270,7 +298,7 @@ def test_epilogue_fuses_into_the_cooperative_matrix_kernel(name, opts, barriers,
     assert tuple(d.grid) == (3, 2, 1) and kernel.num_buffers == 4
     ins = _instructions(kernel.spirv)
     ops = [op for op, _ in ins]
-    steps = coop_staging.stage_k(opts, 256)[0] // 16 or 1
+    steps = coop_staging.stage_k(opts, 256, coop_matrix.tiles(opts))[0] // 16 or 1
     assert ops.count(OP_COOP_MULADD) == (sm // 16) * (sn // 16) * steps
     assert ops.count(OP_STORE) == (sm // 16) * (sn // 16)
     consts = _constants(kernel.spirv)

@@ -42,11 +42,28 @@ EPILOGUE_VEC = 4  # columns per piece of a fused epilogue: the widest vector SPI
 EPILOGUE = "portable.coop_epilogue"  # marks the thread forall of a fused epilogue (transform_script.build)
 
 
-def tiles(profile: dict) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(workgroup tile, subgroup tile) in outputs (m, n) for this profile."""
-    wg = tuple(int(x) for x in profile.get("coop_workgroup_tile", WG_TILE))
-    sg = tuple(int(x) for x in profile.get("coop_subgroup_tile", SG_TILE))
-    if any(w % s or s % MMA for w, s in zip(wg, sg)):
+def tiles(profile: dict, shape: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(workgroup tile, subgroup tile) in outputs (m, n) for this profile and, given, a matmul of `shape` (m, n):
+    the profile's tiles, or its `coop_small_tiles` (workgroup m, n, subgroup m, n) where those divide the shape and
+    the large ones do not, or give fewer workgroups than `coop_small_tiles_below` (a 1024^2 product is 64
+    workgroups of 128x128: half of an H200's SMs idle)."""
+    big = _checked(profile.get("coop_workgroup_tile", WG_TILE), profile.get("coop_subgroup_tile", SG_TILE))
+    small = profile.get("coop_small_tiles")
+    if shape is None or not small:
+        return big
+    m, n = shape
+    (wm, wn), _ = big
+    if m % wm == 0 and n % wn == 0 and \
+            (m // wm) * (n // wn) >= int(profile.get("coop_small_tiles_below", 0) or 0):
+        return big
+    alt = _checked(small[:2], small[2:])
+    return alt if m % alt[0][0] == 0 and n % alt[0][1] == 0 else big
+
+
+def _checked(wg_tile, sg_tile) -> tuple[tuple[int, int], tuple[int, int]]:
+    wg = tuple(int(x) for x in wg_tile)
+    sg = tuple(int(x) for x in sg_tile)
+    if len(wg) != 2 or len(sg) != 2 or any(w % s or s % MMA for w, s in zip(wg, sg)):
         raise ValueError(f"cooperative-matrix tiles {wg} / {sg}: the subgroup tile must divide the workgroup "
                          f"tile and be a multiple of {MMA}")
     return wg, sg  # type: ignore[return-value]
@@ -87,10 +104,16 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
         return False
     m, k = a.shape
     n = b.shape[1]
-    (wm, wn), _ = tiles(profile)
-    if group.consumers and (not _epilogue_ok(group, (m, n)) or epilogue_threads(*tiles(profile)) is None):
+    (wm, wn), sg = tiles(profile, (m, n))
+    if group.consumers and (not _epilogue_ok(group, (m, n)) or epilogue_threads((wm, wn), sg) is None):
         return False
     return m % wm == 0 and n % wn == 0 and k % MMA == 0
+
+
+def group_tiles(group, profile: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """`tiles` for the matmul an eligible group computes."""
+    m, n, _ = classify(group.root).ranges
+    return tiles(profile, (m, n))
 
 
 def _epilogue_ok(group, shape: tuple[int, int]) -> bool:

@@ -48,14 +48,15 @@ def applies(g) -> bool:
     return len(g.producers) == 1
 
 
-def stage_k(profile: dict, k: int) -> tuple[int, int]:
+def stage_k(profile: dict, k: int, tiles: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, int]:
     """(K step, workgroup buffers per operand) of the staged form for this profile and a matmul of depth k; a K
     step of 0 = not staged (no `coop_stage_k`, k not a multiple of it, or the padded tiles do not fit the
-    workgroup memory). `coop_stage_buffers` = 2 double-buffers the tiles where both copies fit."""
+    workgroup memory) with these (workgroup, subgroup) `tiles`. `coop_stage_buffers` = 2 double-buffers the tiles
+    where both copies fit."""
     kt = int(profile.get("coop_stage_k", 0) or 0)
     if not kt or kt % coop_matrix.MMA or k % kt:
         return 0, 1
-    (wm, wn), (sm, sn) = coop_matrix.tiles(profile)
+    (wm, wn), (sm, sn) = tiles
     threads = (wm // sm) * (wn // sn) * coop_matrix.SUBGROUP
     for rows, cols in ((wm, kt), (kt, wn)):
         cy, cx = copy_threads(rows, cols, threads)

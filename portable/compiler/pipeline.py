@@ -104,10 +104,10 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     for g in groups:
         t = classify(g.target)
         if coop_matrix.eligible(g, profile, targets):
-            wg, sg = coop_matrix.tiles(profile)
+            wg, sg = coop_matrix.group_tiles(g, profile)
             # The fallback (plain) keeps fragments loaded from global memory: fewer transforms to fail.
             staged = not plain and coop_staging.applies(g)
-            kt, nbuf = coop_staging.stage_k(profile, classify(g.root).ranges[2]) if staged else (0, 1)
+            kt, nbuf = coop_staging.stage_k(profile, classify(g.root).ranges[2], (wg, sg)) if staged else (0, 1)
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)

@@ -74,8 +74,9 @@ OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False}
 
 def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     """The profile as the compile for `targets` reads it: with SPIR-V among them, keys that only OpenCL C can
-    carry out are off; with OpenCL C among them, subgroup reductions need the device's OpenCL shuffle (one
-    strategy serves every target of an executable)."""
+    carry out are off; with OpenCL C among them, subgroup reductions need the device's OpenCL shuffle and small
+    cooperative-matrix tiles are only for shapes the large ones do not divide (one strategy serves every target of
+    an executable)."""
     if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
         profile = dict(profile, **OPENCL_ONLY)
     if "vulkan" in targets and int(profile.get("loop_vectorize", 0)) > 4:
@@ -85,6 +86,9 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     if "vulkan" in targets and profile.get("subgroup_reduce") == "varying" and \
             "GroupNonUniformArithmetic" not in profile.get("spirv_caps", ()):
         profile = dict(profile, subgroup_reduce=False)  # a target without SPIR-V's subgroup arithmetic
+    if "opencl" in targets and profile.get("coop_small_tiles_below"):
+        # PTX wmma on NVIDIA's OpenCL lost with small tiles at 64 workgroups (devices/nvidia.toml): large ones there.
+        profile = dict(profile, coop_small_tiles_below=0)
     if "opencl" in targets and profile.get("subgroup_reduce") and not (
             profile.get("opencl_asm") or (profile["subgroup_reduce"] == "varying" and profile.get("opencl_subgroups"))):
         # No subgroup shuffle known in this device's OpenCL C, nor (for the varying form) cl_khr_subgroups.
