@@ -1,7 +1,7 @@
 """A/B of two builds of the compiler on this host's drivers: compile with each build into one folder (tag them),
 then time both tags interleaved on one device. Workloads: bench ids at their cpu size (`mlp_gelu_4096`) or another
 (`mlp_gelu_4096_f16@gpu`), row chains of any shape (`softmax:256:16384`, `layernorm:64:65536`), or f16 matmuls
-(`matmul_f16:512:4096:4096`, M:N:K).
+and f16 linear layers of any shape (`matmul_f16:512:4096:4096`, `linear_f16:512:4096:4096`, M:N:K).
 
     git worktree add /tmp/old HEAD~1
     PYTHONPATH=/tmp/old python benchmarks/ab_builds.py make DIR old PROFILE API 'softmax:256:16384,mlp_gelu_4096'
@@ -29,9 +29,9 @@ def _workloads(spec: str) -> list[tuple[str, str, object]]:
     """(name, MLIR, graph or bench workload) per item of the spec."""
     out = []
     for item in spec.split(","):
-        if item.startswith("matmul_f16:"):  # matmul_f16:M:N:K, f16 operands, f32 out (the bench's form)
+        if item.startswith(("matmul_f16:", "linear_f16:")):  # M:N:K of the bench's matmul_*_f16 / linear_*_f16
             m, n, k = (int(v) for v in item.split(":")[1:])
-            W.TABLE[item] = ("matmul", {"ab": W._mm(m, n, k)}, "float16")
+            W.TABLE[item] = (item.split("_")[0], {"ab": W._mm(m, n, k)}, "float16")
             w = W.build(item, "ab")
             out.append((item.replace(":", "-"), w.mlir, w))
         elif ":" in item:

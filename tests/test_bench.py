@@ -84,6 +84,61 @@ def test_f16_mlp_layer_is_mlir_text_with_an_f32_epilogue_and_reference(device, t
     assert mine["max_rel_err"] <= 1e-5  # f32 accumulation of exact f16 products: far inside the f16 tolerance
 
 
+def test_f16_linear_layer_is_mlir_text_with_an_f16_bias_and_reference(device, tmp_path):
+    """linear_4096_f16: x, W, bias f16, the mixed-type matmul accumulated in f32, one linalg.generic that rounds
+    it to f16 and adds the bias in f16, f16 out; the numpy reference rounds the product before the f16 add, and
+    portable's compile of the text matches it."""
+    w = build("linear_4096_f16", "tiny")
+    assert [d for _, d in w.inputs] == ["float16"] * 3 and w.output == ((64, 64), "float16")
+    assert w.label == "matmul 64x64x64 + bias f16 (f32 acc, f16 out)" and w.bound == "compute"
+    assert w.flops == 2.0 * 64 ** 3 and w.bytes == 2 * 64 * 64 * 2 + 64 * 2 + 64 * 64 * 2
+    assert w.mlir.count("linalg.generic") == 1 and "arith.truncf %v : f32 to f16" in w.mlir
+    assert "ins(%x, %w : tensor<64x64xf16>, tensor<64x64xf16>) outs(%acc : tensor<64x64xf32>)" in w.mlir
+    x, wt, bias = w.make_inputs()
+    direct = (x.astype(np.float64) @ wt.astype(np.float64)).astype(np.float16) + bias  # f16 + f16: an f16 add
+    ref = reference(w, [x, wt, bias])
+    assert ref.dtype == np.float16 and relative_error(ref, direct) < 2e-3
+    # the product is rounded to f16 before the bias: not the same as adding the bias first
+    assert not np.array_equal(ref, (x.astype(np.float32) @ wt.astype(np.float32) + bias).astype(np.float16))
+    cfg = BenchConfig(devices=device, filter="linear_4096_f16", out=tmp_path, sizes="tiny",
+                      peers=("portable", "numpy"), iters=1, chart=False, command="pytest", log=False)
+    result = run_bench(cfg)
+    mine, = [r for r in result["results"] if r["peer"] == "portable"]
+    assert mine["status"] == "ok", mine.get("error")
+    assert mine["max_rel_err"] <= 4e-3  # f32 sums in another order: the two f16 roundings may each flip an ulp
+    assert result["workloads"]["tiny"]["linear_4096_f16"]["label"] == w.label
+
+
+@pytest.mark.parametrize("peer", ["onnxruntime", "torch", "tinygrad"])
+def test_f16_linear_layer_peers_match_the_reference(peer):
+    """Each peer's f16 linear layer (ONNX Gemm in f16, torch addmm in f16, tinygrad's f32-accumulated matmul
+    cast to half + bias) gives an f16 result within the f16 tolerance of the numpy reference, where the peer
+    is installed and has its device."""
+    from portable.bench.peers.base import Unavailable
+
+    if peer == "onnxruntime":
+        from portable.bench.peers.ort_peer import OrtPeer as Peer
+    elif peer == "torch":
+        from portable.bench.peers.torch_peer import TorchPeer as Peer
+    else:
+        from portable.bench.peers.tinygrad_peer import TinygradPeer as Peer
+    p = Peer()
+    try:
+        p.describe()
+    except Unavailable as e:
+        pytest.skip(str(e))
+    w = build("linear_4096_f16", "tiny")
+    xs = w.make_inputs()
+    ref = reference(w, xs)
+    prepared = p.prepare(w, xs)
+    for out in (prepared.run_e2e(xs), prepared.device_result()):
+        if out is None:  # host peers: the device path is the e2e path
+            continue
+        assert out.dtype == np.float16 and out.shape == ref.shape
+        assert relative_error(out, ref) <= 4e-3  # an f16 ulp or two apart, far inside w.tolerance()
+    assert w.tolerance() == 2e-2
+
+
 def test_bench_reports_a_missing_device():
     from portable.errors import DeviceNotFound
 

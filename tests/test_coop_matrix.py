@@ -353,3 +353,97 @@ def test_epilogue_threads(wg, sg, threads):
     """A row of the workgroup tile on neighbouring threads, 4 columns each (coalesced), or all the threads on
     one row where it is longer; None where they do not divide the tile (192 columns over 32 threads of 4)."""
     assert coop_matrix.epilogue_threads(wg, sg) == threads
+
+
+# ---- products rounded to f16 before the epilogue (an f16 model's MatMul / Gemm; coop_narrow.py) ----------------
+OP_FCONVERT, OP_VARIABLE, STORAGE_FUNCTION = 115, 59, 7
+
+
+def _f16_model(m: int, k: int, n: int, bias_relu: bool | None) -> str:
+    """What the ONNX importer makes of an f16 MatMul (`bias_relu` None), Gemm + Relu (True) or MatMul then x + x
+    (False): the product accumulated in f32, rounded to f16, then the epilogue in f16."""
+    epilogue = {None: "", False: "\n      %y = arith.addf %h, %h : f16", True: """
+      %b = arith.addf %h, %c : f16
+      %z = arith.cmpf ugt, %b, %zero : f16
+      %y = arith.select %z, %b, %zero : f16"""}[bias_relu]
+    bias = f", %bias: tensor<{n}xf16>" if bias_relu else ""
+    ins = f"%p, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf16>" if bias_relu else f"%p : tensor<{m}x{n}xf32>"
+    maps = "[#id, #col, #id]" if bias_relu else "[#id, #id]"
+    args = "%in: f32, %c: f16, %out: f16" if bias_relu else "%in: f32, %out: f16"
+    return f"""#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @f16_model(%a: tensor<{m}x{k}xf16>, %w: tensor<{k}x{n}xf16>{bias}) -> tensor<{m}x{n}xf16> {{
+  %zero = arith.constant 0.0 : f16
+  %f0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%f0 : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %p = linalg.matmul ins(%a, %w : tensor<{m}x{k}xf16>, tensor<{k}x{n}xf16>)
+    outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %e16 = tensor.empty() : tensor<{m}x{n}xf16>
+  %r = linalg.generic {{indexing_maps = {maps}, iterator_types = ["parallel", "parallel"]}}
+      ins({ins}) outs(%e16 : tensor<{m}x{n}xf16>) {{
+    ^bb0({args}):
+      %h = arith.truncf %in : f32 to f16{epilogue}
+      linalg.yield {"%h" if bias_relu is None else "%y"} : f16
+  }} -> tensor<{m}x{n}xf16>
+  return %r : tensor<{m}x{n}xf16>
+}}
+"""
+
+
+@pytest.mark.parametrize("bias_relu", [None, False, True], ids=["matmul", "matmul_twice", "gemm_relu"])
+@pytest.mark.parametrize("name", ["nvidia", "nvidia-unstaged", "amd-rdna3"])
+def test_a_product_rounded_to_f16_is_one_kernel_of_f16_fragments(name, bias_relu):
+    """One kernel, which binds only the model's buffers (no f32 product anywhere: not in global, not in private
+    memory), rounds its fragments (OpFConvert on the cooperative matrix) and stores them as f16, then the epilogue
+    reads them back after the barrier with storage-buffer semantics; a plain MatMul's fragments are its output (no
+    epilogue: nothing is stored after them)."""
+    opts = {"nvidia": profiles.codegen_options(profiles.all_profiles()["nvidia"]), "nvidia-unstaged": UNSTAGED,
+            "amd-rdna3": RDNA3}[name]
+    m, n = 256, 384
+    (wm, wn), (sm, sn) = coop_matrix.tiles(opts, (m, n))
+    exe = compile_module(_f16_model(m, 256, n, bias_relu), opts, ("vulkan",))
+    (kernel,) = exe.kernels
+    assert kernel.num_buffers == 3 + bool(bias_relu) and len(exe.slots) == 3 + bool(bias_relu)
+    ins = _instructions(kernel.spirv)
+    ops = [op for op, _ in ins]
+    frags = (wm // sm) * (wn // sn) * (sm // 16) * (sn // 16) // ((wm // sm) * (wn // sn))
+    assert ops.count(OP_STORE) == frags and ops.count(OP_FCONVERT) == frags
+    types = {args[0]: (op, args) for op, args in ins if op in (21, 22, 28, 30, 32)}  # OpType*: int, float, array...
+    assert not any(op == OP_VARIABLE and args[2] == STORAGE_FUNCTION and types.get(_pointee(types, args[0]), (0,))[0]
+                   == 30 for op, args in ins), "an array in private memory"
+    consts = _constants(kernel.spirv)
+    bars = [i for i, (op, _) in enumerate(ins) if op == OP_BARRIER]
+    last_store = max(i for i, (op, _) in enumerate(ins) if op == OP_STORE)
+    if bias_relu is None:
+        assert not any(op == 62 for op, _ in ins[last_store:]) and not any(b > last_store for b in bars)  # OpStore
+    else:
+        assert consts[ins[bars[-1]][1][2]] & UNIFORM_MEMORY and last_store < bars[-1]
+    _validate_coop(kernel.spirv)
+
+
+def _pointee(types: dict, pointer_type: int) -> int:
+    """The pointee of an OpTypePointer id, through a struct's first member (buffers and arrays are wrapped)."""
+    op, args = types.get(pointer_type, (0, ()))
+    if op != 32:  # OpTypePointer
+        return 0
+    inner = args[2]
+    op, args = types.get(inner, (0, ()))
+    return args[1] if op == 30 else inner  # OpTypeStruct -> its first member
+
+
+def test_a_product_rounded_to_f16_on_opencl_rounds_the_wmma_fragments():
+    exe = compile_module(_f16_model(256, 256, 384, True), NVIDIA, ("opencl",))
+    (kernel,) = exe.kernels
+    src = kernel.opencl
+    body = src[src.index("__kernel"):]
+    assert "pt_wmma_store_f32" not in src and body.count("pt_wmma_store_f16_global(") == (SG_M // 16) * (SG_N // 16)
+    assert body.count("pt_pack_f16x2(") == 4 * (SG_M // 16) * (SG_N // 16)
+    assert "cvt.rn.f16.f32" in src and kernel.num_buffers == 4
+
+
+def test_a_rounded_product_without_cooperative_matrices_stays_two_kernels():
+    """lavapipe has no cooperative matrices: the rounding epilogue stays a kernel of its own (the FMA strategy's
+    epilogues update their product in place)."""
+    lavapipe = profiles.codegen_options(profiles.all_profiles()["lavapipe"])
+    assert len(compile_module(_f16_model(256, 256, 384, True), lavapipe, ("vulkan",)).kernels) == 2

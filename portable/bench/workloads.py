@@ -54,6 +54,10 @@ TABLE: dict[str, tuple[str, dict[str, dict], str]] = {
     # tanh-GELU) in f32 on the f32 accumulator: the result stays f32 (MLIR text, as for the f16 matmul).
     "mlp_gelu_4096_f16": ("matmul_gelu", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(512, 512, 512),
                                           "tiny": _mm(64, 64, 64)}, "float16"),
+    # An f16 model's linear layer as the ONNX importer gives it (Gemm in f16): the product accumulated in f32 and
+    # rounded to f16, the f16 bias added in f16; f16 out (MLIR text).
+    "linear_4096_f16": ("linear", {"gpu": _mm(4096, 4096, 4096), "cpu": _mm(512, 512, 512),
+                                   "tiny": _mm(64, 64, 64)}, "float16"),
     "bmm_attention": ("batch_matmul", {"gpu": _bmm(16, 512, 64, 512), "cpu": _bmm(8, 256, 64, 256),
                                        "tiny": _bmm(2, 32, 16, 32)}, "float32"),
     "conv3x3_resnet": ("conv2d", {"gpu": _conv(8, 56, 64, 64, 3), "cpu": _conv(1, 56, 64, 64, 3),
@@ -122,6 +126,8 @@ class Workload:
         dt = {"float32": "f32", "float16": "f16"}[self.dtype]
         if self.family == "matmul":
             return f"matmul {p['m']}x{p['k']}x{p['n']} {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
+        if self.family == "linear":
+            return f"matmul {p['m']}x{p['k']}x{p['n']} + bias {dt} (f32 acc, {dt} out)"
         if self.family == "matmul_gelu":
             return f"gelu(matmul {p['m']}x{p['k']}x{p['n']} + bias) {dt}" + (" (f32 acc+out)" if dt == "f16" else "")
         if self.family == "batch_matmul":
@@ -268,6 +274,34 @@ def _matmul_gelu_f16_mlir(p: dict) -> str:
 """
 
 
+def _linear_f16_mlir(p: dict) -> str:
+    """round_f16(x @ W) + bias, all f16 at the edges: the product accumulated in f32 (linalg.matmul with mixed
+    element types), rounded to f16, then the bias added in f16 (what torch-mlir's ONNX importer makes of an f16
+    Gemm)."""
+    x, w, c = _tt((p["m"], p["k"]), "float16"), _tt((p["k"], p["n"]), "float16"), _tt((p["m"], p["n"]), "float32")
+    b, y = _tt((p["n"],), "float16"), _tt((p["m"], p["n"]), "float16")
+    return f"""module attributes {{portable.graph = "linear_f16_f32acc"}} {{
+  func.func @main(%x: {x}, %w: {w}, %bias: {b}) -> {y} {{
+    %zero = arith.constant 0.0 : f32
+    %empty = tensor.empty() : {c}
+    %acc = linalg.fill ins(%zero : f32) outs(%empty : {c}) -> {c}
+    %mm = linalg.matmul ins(%x, %w : {x}, {w}) outs(%acc : {c}) -> {c}
+    %empty2 = tensor.empty() : {y}
+    %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
+                                           affine_map<(d0, d1) -> (d0, d1)>],
+                          iterator_types = ["parallel", "parallel"]}}
+      ins(%mm, %bias : {c}, {b}) outs(%empty2 : {y}) {{
+    ^bb0(%v: f32, %bv: f16, %o: f16):
+      %h = arith.truncf %v : f32 to f16
+      %s = arith.addf %h, %bv : f16
+      linalg.yield %s : f16
+    }} -> {y}
+    return %r : {y}
+  }}
+}}
+"""
+
+
 def _depthwise_mlir(p: dict, dtype: str) -> str:
     """Depthwise 3x3 NHWC (weights HWC): no Graph op, so tensor.pad + linalg.depthwise_conv_2d_nhwc_hwc."""
     n, h, w, c, k, pad = p["n"], p["h"], p["w"], p["c"], p["k"], p["pad"]
@@ -324,6 +358,11 @@ def build(wid: str, size_class: str, onnx_path: str | None = None) -> Workload:
             ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), dtype)]
             out = ((p["m"], p["n"]), dtype)
             text = _graph(family, p, dtype).to_mlir()
+    elif family == "linear":  # f16 only: an f16 model's Gemm
+        ins = [((p["m"], p["k"]), dtype), ((p["k"], p["n"]), dtype), ((p["n"],), dtype)]
+        out = ((p["m"], p["n"]), dtype)
+        flops, bound = 2.0 * p["m"] * p["n"] * p["k"], "compute"
+        text, built_with = _linear_f16_mlir(p), "MLIR text (f16 in, f32 accumulate rounded to f16, f16 bias and out)"
     elif family == "batch_matmul":
         ins = [((p["b"], p["m"], p["k"]), dtype), ((p["b"], p["k"], p["n"]), dtype)]
         out = ((p["b"], p["m"], p["n"]), dtype)

@@ -181,7 +181,25 @@ def constant(em, op) -> None:
     em.define(result, f"{{{{{', '.join(lanes)}}}}}")  # an initializer: the define is a declaration
 
 
+def elementwise(em, op) -> None:
+    """The one elementwise op on fragments the compiler makes (compiler/coop_narrow.py): an f32 accumulator rounded
+    to f16. wmma's f32 and f16 accumulators hold the same elements in the same order (eight floats; four
+    registers of two halves, the lower half first), so each pair of floats becomes one register."""
+    _check(em, op)
+    src, result = op.operands[0], op.results[0]
+    if "truncf" not in str(op.attributes["opType"]) or _kind(src.type) != ("f32", "COp") or \
+            _kind(result.type) != ("f16", "COp"):
+        raise UnsupportedOp(f"gpu.subgroup_mma_elementwise {op.attributes['opType']} from {src.type} to "
+                            f"{result.type}: only f32 accumulators rounded to f16 are spelled")
+    em.helper("pt_pack_f16x2", "uint pt_pack_f16x2(float lo, float hi) {\n    uint r;\n"
+              '    asm("{ .reg .f16 l, h; cvt.rn.f16.f32 l, %1; cvt.rn.f16.f32 h, %2; mov.b32 %0, {l, h}; }"\n'
+              '        : "=r"(r) : "f"(lo), "f"(hi));\n    return r;\n}\n')
+    f = em.val(src)
+    em.define(result, "{{" + ", ".join(f"pt_pack_f16x2({f}.r[{2 * i}], {f}.r[{2 * i + 1}])" for i in range(4)) + "}}")
+
+
 HANDLERS = {
+    "gpu.subgroup_mma_elementwise": elementwise,
     "gpu.subgroup_mma_load_matrix": load,
     "gpu.subgroup_mma_compute": compute,
     "gpu.subgroup_mma_store_matrix": store,

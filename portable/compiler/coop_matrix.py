@@ -28,6 +28,7 @@ fill of its own.
 
 from __future__ import annotations
 
+from .dispatch import narrows
 from .linalg_info import classify, dims_in_order, indexing_maps, is_identity, iterator_types, num_inputs
 from .mlir import ir
 
@@ -117,7 +118,8 @@ def group_tiles(group, profile: dict) -> tuple[tuple[int, int], tuple[int, int]]
 
 
 def _epilogue_ok(group, shape: tuple[int, int]) -> bool:
-    """The consumer is one elementwise op updating the matmul's output in place (as dispatch.py makes it; the
+    """The consumer is one elementwise op updating the matmul's output in place (as dispatch.py makes it; or,
+    rounding the product to f16 first, writing an output of its own: coop_narrow.py then stores f16 fragments; the
     preprocessing fuses an elementwise chain into one op, and a chain left of several is not tried here), the
     matmul's own fill the group's one producer (an epilogue's constant operand would be a second: its fill would
     need a place of its own in the kernel), and every other input is read along the output's loops in order (a
@@ -132,8 +134,11 @@ def _epilogue_ok(group, shape: tuple[int, int]) -> bool:
         return False
     nin = num_inputs(op)
     dest = op.operands[nin] if len(op.operands) == nin + 1 else None
-    if not isinstance(dest, ir.OpResult) or dest.owner.operation != group.root or \
-            tuple(ir.RankedTensorType(dest.type).shape) != shape:
+    if dest is None or tuple(ir.RankedTensorType(dest.type).shape) != shape:
+        return False
+    in_place = isinstance(dest, ir.OpResult) and dest.owner.operation == group.root
+    if not in_place and not any(v == group.root.results[0] and narrows(op, i)
+                                for i, v in enumerate(list(op.operands)[:nin])):
         return False
     maps = indexing_maps(op)
     # (d0, d1), (d1), (d0) or (): each input follows the output's loops, broadcast or not.

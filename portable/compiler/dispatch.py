@@ -161,8 +161,29 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
     return fits
 
 
-def form_groups(func_op: ir.Operation, profile: dict | None = None) -> list[Group]:
-    """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them."""
+def narrows(consumer: ir.Operation, operand_index: int) -> bool:
+    """Whether elementwise `consumer` reads input `operand_index` only to round it to its own output's narrower
+    float type first (an f16 model's f32-accumulated product, then its epilogue in f16): identity maps, a fresh
+    output it does not read."""
+    nin = num_inputs(consumer)
+    maps = indexing_maps(consumer)
+    if len(consumer.results) != 1 or len(consumer.operands) != nin + 1 or not is_identity(maps[operand_index]) \
+            or not is_identity(maps[nin]):
+        return False
+    block = consumer.regions[0].blocks[0]
+    uses = [u.owner for u in block.arguments[operand_index].uses]
+    out = ir.RankedTensorType(consumer.results[0].type).element_type
+    return not list(block.arguments[nin].uses) and len(uses) == 1 and uses[0].name == "arith.truncf" and \
+        uses[0].results[0].type == out and _defining_op(consumer.operands[nin]) is not None and \
+        _defining_op(consumer.operands[nin]).name == "tensor.empty"
+
+
+def form_groups(func_op: ir.Operation, profile: dict | None = None,
+                narrowing: Callable[[Group], bool] | None = None) -> list[Group]:
+    """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them.
+    `narrowing(group)`: whether a group whose one consumer rounds its product to a narrower type (`narrows`) is
+    one kernel (cooperative-matrix matmuls round their fragments: compiler/coop_narrow.py); else such a consumer
+    is a kernel of its own."""
     block = func_op.regions[0].blocks[0]
     groups: list[Group] = []
     group_of_result: dict[str, Group] = {}  # result name -> group whose last op produced it
@@ -209,6 +230,10 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None) -> list[Grou
                 if g is None or len(_uses(v)) != 1 or len(kind.ranges) != len(g.kind.ranges) - g.kind.iterators.count("reduction"):
                     continue
                 new = _make_in_place(op, i)
+                if new is None and narrowing is not None and not g.consumers and narrows(op, i) and \
+                        narrowing(Group(index=g.index, root=g.root, kind=g.kind, consumers=[op],
+                                        producers=g.producers)):
+                    new = op  # out of place: its output is the kernel's
                 if new is None:
                     continue
                 g.consumers.append(new)

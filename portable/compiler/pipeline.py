@@ -16,6 +16,7 @@ from . import (
     barriers,
     constant_init,
     coop_matrix,
+    coop_narrow,
     coop_staging,
     dispatch,
     gathers,
@@ -96,7 +97,8 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
     them: (groups, splits, strategies). `plain`: no row chains, no vector registers (the fallback)."""
     if plain:
         profile = dict(profile, row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
-    groups = dispatch.form_groups(public_func(module), profile)
+    groups = dispatch.form_groups(public_func(module), profile,
+                                  narrowing=lambda g: coop_matrix.eligible(g, profile, targets))
     # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
     groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
                                         int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
@@ -237,6 +239,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if any(s.coop for s in strategies):
             _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
         _run(module, LOWER_KERNELS, "lower-kernels", dump)
+        if any(s.coop for s in strategies) and coop_narrow.narrow_fragments(module):
+            _run(module, "builtin.module(canonicalize,cse)", "coop-narrow", dump)  # (on views folded away)
         # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
         _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
         if int(profile.get("row_registers", 0)):

@@ -65,6 +65,8 @@ def function(w: Workload) -> Callable[..., np.ndarray]:
         if w.dtype == "float16":  # f16 x and W widened; f32 bias, product and epilogue
             return lambda x, wt, bias: _gelu_tanh(x.astype(np.float32) @ wt.astype(np.float32) + bias)
         return lambda x, wt, bias: _gelu_tanh(x @ wt + bias)
+    if w.family == "linear":  # f16 only: x and W widened, the f32 product rounded to f16, the f16 bias added in f16
+        return lambda x, wt, bias: (x.astype(np.float32) @ wt.astype(np.float32)).astype(np.float16) + bias
     if w.family == "ew_chain":
         return lambda x, bias, res: _gelu_tanh(x + bias) + res
     if w.family == "add":

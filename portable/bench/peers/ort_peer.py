@@ -2,7 +2,8 @@
 
 NHWC convolutions go through Transpose -> Conv (NCHW) -> Transpose inside the model (ONNX Conv is NCHW);
 the transposes are part of the measured time. f16 matmul (and the f16 MLP layer's x and W) is widened to f32 by
-Cast nodes (ORT's CPU provider has no f16 MatMul on x86).
+Cast nodes (ORT's CPU provider has no f16 MatMul on x86). The f16 linear layer is the f16 Gemm node itself, as
+an f16 model has it: ORT inserts the casts to its f32 Gemm on its own.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _model(w: Workload):
             mm_in = ["a", "b"]
         nodes += [N("MatMul", mm_in, ["mm"]), N("Add", ["mm", "in2"], ["h"]),
                   N("Gelu", ["h"], ["out"], approximate="tanh")]
+    elif w.family == "linear":  # f16 only: the f16 model's Gemm as it is (x, W, bias and out all f16)
+        nodes = [N("Gemm", names, ["out"])]
     elif w.family == "ew_chain":
         nodes = [N("Add", ["in0", "in1"], ["h"]), N("Gelu", ["h"], ["g"], approximate="tanh"),
                  N("Add", ["g", "in2"], ["out"])]
@@ -82,6 +85,9 @@ class _Prepared(Prepared):
         self.feed = dict(zip(self.names, inputs))
         if w.family in ("conv2d", "depthwise_conv2d"):
             self.notes = "NHWC via Transpose nodes around an NCHW Conv"
+        elif w.family == "linear":
+            self.notes = ("the f16 Gemm as is: ORT's CPU provider (no x86 f16 Gemm) casts x, W and bias to f32 "
+                          "itself, one f32 Gemm with the bias, one rounding to f16")
         elif w.dtype == "float16":
             self.notes = "f16 inputs widened by Cast nodes (no x86 f16 MatMul)"
 

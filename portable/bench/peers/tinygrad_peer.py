@@ -39,6 +39,8 @@ def _function(w: Workload):
         if w.dtype == "float16":  # f32 accumulator and result, then the f32 bias and gelu
             return lambda x, wt, bias: (x.matmul(wt, dtype=dtypes.float32) + bias).gelu()
         return lambda x, wt, bias: (x @ wt + bias).gelu()
+    if w.family == "linear":  # f16 only: f32 accumulator, rounded to half, then the f16 bias added in half
+        return lambda x, wt, bias: x.matmul(wt, dtype=dtypes.float32).cast(dtypes.half) + bias
     if w.family == "ew_chain":
         return lambda x, bias, res: (x + bias).gelu() + res  # tinygrad's gelu is the tanh form
     if w.family == "add":

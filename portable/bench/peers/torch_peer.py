@@ -40,6 +40,8 @@ def _function(w: Workload, torch, f16_out_dtype: bool, addmm_out_dtype: bool = F
                 return lambda x, wt, bias: F.gelu(torch.mm(x, wt, out_dtype=torch.float32) + bias, approximate="tanh")
             return lambda x, wt, bias: F.gelu(torch.mm(x, wt).float() + bias, approximate="tanh")
         return lambda x, wt, bias: F.gelu(torch.addmm(bias, x, wt), approximate="tanh")
+    if w.family == "linear":  # f16 only: f16 x, W and bias, f16 out; f32 accumulation inside cuBLAS (and on CPU)
+        return lambda x, wt, bias: torch.addmm(bias, x, wt)
     if w.family == "ew_chain":
         return lambda x, bias, res: F.gelu(x + bias, approximate="tanh") + res
     if w.family == "add":
@@ -89,6 +91,9 @@ class _Prepared(Prepared):
             else:
                 self.notes = ("f16 matmul result widened to f32 (this torch on this device has no "
                               "mm(out_dtype=)), then f32 bias and gelu(tanh): the product is rounded to f16 once")
+        if w.family == "linear":
+            self.notes = ("addmm(f16 bias, f16 x, f16 W): 1 op, f16 out, f32 accumulation; the bias is added to the "
+                          "f32 sum before its one rounding to f16 (the workload rounds the product, then adds in f16)")
         self.resident = _to_torch(w, inputs, peer.torch, peer.device)
 
     def run_device(self) -> None:
