@@ -18,12 +18,14 @@ op is then its last epilogue op, with the matmul and its fill fused into the wor
 their fragments to the output buffer (the epilogue updates it in place: no temporary), a barrier (with
 storage-buffer semantics: barriers.py sees the global writes before it), then the epilogue runs over the
 workgroup tile on its threads (`emit_epilogue`), each a row and 4 columns at a time, consecutive threads on
-consecutive column vectors (coalesced), reading the fragments other subgroups stored.
+consecutive column vectors (coalesced), reading the fragments other subgroups stored. An epilogue that first
+rounds the f32 product to f16 (an f16 model's MatMul or Gemm) writes an output of its own: the fragments are
+rounded and stored to it (coop_narrow.py).
 
 Shape limits (else the FMA strategy is used): a plain (m,k)x(k,n) matmul with f16 inputs and an f32 or f16
-result, m and n multiples of the workgroup tile, k a multiple of 16; an epilogue of one (m, n) elementwise op
-whose other inputs are read along the output's loops in order (a residual, a row or column broadcast), with no
-fill of its own.
+result, m and n multiples of the workgroup tile (`tiles`: the profile's, or its small ones where those leave the
+device idle or do not divide), k a multiple of 16; an epilogue of one (m, n) elementwise op whose other inputs are
+read along the output's loops in order (a residual, a row or column broadcast), with no fill of its own.
 """
 
 from __future__ import annotations
