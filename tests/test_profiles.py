@@ -401,3 +401,24 @@ def test_every_profile_compiles_and_validates(name, graphs):
             assert int(header[1]) == (major << 16) | (minor << 8), f"{name}/{gname}/{k.name}: SPIR-V version"
             validate(k.spirv, env)
             assert int(np.prod(k.workgroup_size)) <= cap, f"{name}/{gname}/{k.name}: {k.workgroup_size} > {cap}"
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if profiles.all_profiles()[n].get("codegen", {}).get(
+    "subgroup_reduce") == "varying"])
+def test_subgroup_reductions_follow_the_live_device(name):
+    """A profile's reductions by the device's own subgroup reduction ("varying": AMD, Intel, Mali Valhall, Adreno)
+    apply only where the live device has it: Vulkan subgroup arithmetic in compute; on OpenCL, where the profile
+    allows subgroups at all, cl_khr_subgroups or cl_intel_subgroups among the device's extensions."""
+    prof = profiles.all_profiles()[name]
+    assert "GroupNonUniformArithmetic" in prof["codegen"]["spirv_caps"], name
+
+    def live(api: str, **limits) -> DeviceInfo:
+        return DeviceInfo(api=api, index=0, name="x", driver="x", driver_version="", vendor_id=0, device_id=0,
+                          device_type="gpu", limits=dict(prof.get("limits", {}), **limits))
+
+    assert profiles.codegen_options(prof, live("vulkan", subgroup_arithmetic=True))["subgroup_reduce"] == "varying"
+    assert profiles.codegen_options(prof, live("vulkan", subgroup_arithmetic=False))["subgroup_reduce"] is False
+    allowed = bool(prof["codegen"].get("opencl_subgroups"))
+    with_ext = profiles.codegen_options(prof, live("opencl", extensions=["cl_khr_fp16", "cl_khr_subgroups"]))
+    assert with_ext["opencl_subgroups"] is allowed
+    assert profiles.codegen_options(prof, live("opencl", extensions=["cl_khr_fp16"]))["opencl_subgroups"] is False

@@ -347,6 +347,18 @@ def test_workgroup_too_large_is_refused_before_building(backend: OpenCLBackend) 
     assert backend.builds == 0
 
 
+def test_subgroup_kernels_are_refused_where_the_device_has_no_subgroups(backend: OpenCLBackend) -> None:
+    """A package compiled for a profile with OpenCL subgroups (intel-xe) loaded where the device lists neither
+    cl_khr_subgroups nor cl_intel_subgroups (PoCL 3.1): a clear error before the driver's compiler runs."""
+    if {"cl_khr_subgroups", "cl_intel_subgroups"} & set(backend.info.limits.get("extensions") or ()):
+        pytest.skip(f"{backend.info.name} has OpenCL subgroups: the kernel would build")
+    source = "#pragma OPENCL EXTENSION cl_khr_subgroups : enable\n" + (DATA / "axpy.cl").read_text()
+    kernel = Kernel(name="axpy", workgroup_size=(64, 1, 1), num_buffers=3, opencl=source, push_constants=("n", "s"))
+    with pytest.raises(KernelBuildError, match="subgroup functions.*recompile the graph for this device"):
+        backend.load_kernel(kernel)
+    assert backend.builds == 0
+
+
 def test_runtime_never_imports_mlir() -> None:
     code = ("import sys, portable.runtime_cl; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch_mlir', 'mlir', 'torch')]; "

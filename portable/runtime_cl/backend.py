@@ -256,6 +256,7 @@ class OpenCLBackend(Backend):
                 stage="opencl",
             )
         self._check_workgroup(kernel)
+        self._check_extensions(kernel)
         program, built = build_program(res.context, self._found, self._cache, kernel.opencl, kernel.name)
         if built:
             self.builds += 1
@@ -278,6 +279,19 @@ class OpenCLBackend(Backend):
                 f"kernel {kernel.name!r}: workgroup size {wg} ({total} work-items) does not fit {self._where}: "
                 f"at most {tuple(per_dim)} per dimension and {limits['max_workgroup_invocations']} in all; "
                 f"recompile the graph for this device's profile",
+                stage="opencl",
+            )
+
+    def _check_extensions(self, kernel: Kernel) -> None:
+        """Refuse, before the driver's compiler does with a build log, a kernel whose OpenCL C needs subgroup
+        functions (a package compiled ahead of time for a profile that assumed them) on a device without them."""
+        have = set(self.info.limits.get("extensions") or ())
+        if "#pragma OPENCL EXTENSION cl_khr_subgroups" in kernel.opencl and \
+                not {"cl_khr_subgroups", "cl_intel_subgroups"} & have:
+            raise KernelBuildError(
+                f"kernel {kernel.name!r} uses OpenCL subgroup functions (cl_khr_subgroups), which {self._where} "
+                f"does not list (nor cl_intel_subgroups); recompile the graph for this device (its profile then "
+                f"keeps reductions in local memory)",
                 stage="opencl",
             )
 
