@@ -233,25 +233,38 @@ def _matmul_f16_mlir(p: dict) -> str:
 """
 
 
-def _matmul_gelu_f16_mlir(p: dict) -> str:
-    """gelu(x @ W + bias) with x, W f16, the product accumulated in f32 (linalg.matmul with mixed element
-    types), then one linalg.generic in f32: + bias (f32, per column), tanh-GELU with the constants and order of
-    operations of `Graph.gelu` (0.5x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))). Result f32."""
+def _matmul_bias_f16_mlir(p: dict, graph: str, bias: str, out: str, body: str, result: str) -> str:
+    """x @ W with x, W f16, the product accumulated in f32 (linalg.matmul with mixed element types), then one
+    linalg.generic over the product (%v, f32) and a per-column bias (%bv, dtype `bias`) writing `out`: `body`, the
+    block's ops, yields `result`."""
     x, w, c = _tt((p["m"], p["k"]), "float16"), _tt((p["k"], p["n"]), "float16"), _tt((p["m"], p["n"]), "float32")
-    b = _tt((p["n"],), "float32")
-    s2pi, c3 = (float(np.float32(v)) for v in (np.sqrt(2 / np.pi), 0.044715))  # as the Graph prints them
-    return f"""module attributes {{portable.graph = "matmul_gelu_f16_f32acc"}} {{
-  func.func @main(%x: {x}, %w: {w}, %bias: {b}) -> {c} {{
+    b, y = _tt((p["n"],), bias), _tt((p["m"], p["n"]), out)
+    return f"""module attributes {{portable.graph = "{graph}"}} {{
+  func.func @main(%x: {x}, %w: {w}, %bias: {b}) -> {y} {{
     %zero = arith.constant 0.0 : f32
     %empty = tensor.empty() : {c}
     %acc = linalg.fill ins(%zero : f32) outs(%empty : {c}) -> {c}
     %mm = linalg.matmul ins(%x, %w : {x}, {w}) outs(%acc : {c}) -> {c}
-    %empty2 = tensor.empty() : {c}
+    %empty2 = tensor.empty() : {y}
     %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
                                            affine_map<(d0, d1) -> (d0, d1)>],
                           iterator_types = ["parallel", "parallel"]}}
-      ins(%mm, %bias : {c}, {b}) outs(%empty2 : {c}) {{
-    ^bb0(%v: f32, %bv: f32, %o: f32):
+      ins(%mm, %bias : {c}, {b}) outs(%empty2 : {y}) {{
+    ^bb0(%v: f32, %bv: {_MLIR_TYPES[bias]}, %o: {_MLIR_TYPES[out]}):
+{body}      linalg.yield {result} : {_MLIR_TYPES[out]}
+    }} -> {y}
+    return %r : {y}
+  }}
+}}
+"""
+
+
+def _matmul_gelu_f16_mlir(p: dict) -> str:
+    """gelu(x @ W + bias) with x, W f16, the product accumulated in f32, then in f32: + bias (f32, per column),
+    tanh-GELU with the constants and order of operations of `Graph.gelu` (0.5x * (1 + tanh(sqrt(2/pi) * (x +
+    0.044715 x^3)))). Result f32."""
+    s2pi, c3 = (float(np.float32(v)) for v in (np.sqrt(2 / np.pi), 0.044715))  # as the Graph prints them
+    return _matmul_bias_f16_mlir(p, "matmul_gelu_f16_f32acc", "float32", "float32", f"""\
       %h = arith.addf %v, %bv : f32
       %half = arith.constant 0.5 : f32
       %one = arith.constant 1.0 : f32
@@ -266,40 +279,16 @@ def _matmul_gelu_f16_mlir(p: dict) -> str:
       %t3 = math.tanh %t2 : f32
       %t4 = arith.addf %one, %t3 : f32
       %g = arith.mulf %hh, %t4 : f32
-      linalg.yield %g : f32
-    }} -> {c}
-    return %r : {c}
-  }}
-}}
-"""
+""", "%g")
 
 
 def _linear_f16_mlir(p: dict) -> str:
-    """round_f16(x @ W) + bias, all f16 at the edges: the product accumulated in f32 (linalg.matmul with mixed
-    element types), rounded to f16, then the bias added in f16 (what torch-mlir's ONNX importer makes of an f16
-    Gemm)."""
-    x, w, c = _tt((p["m"], p["k"]), "float16"), _tt((p["k"], p["n"]), "float16"), _tt((p["m"], p["n"]), "float32")
-    b, y = _tt((p["n"],), "float16"), _tt((p["m"], p["n"]), "float16")
-    return f"""module attributes {{portable.graph = "linear_f16_f32acc"}} {{
-  func.func @main(%x: {x}, %w: {w}, %bias: {b}) -> {y} {{
-    %zero = arith.constant 0.0 : f32
-    %empty = tensor.empty() : {c}
-    %acc = linalg.fill ins(%zero : f32) outs(%empty : {c}) -> {c}
-    %mm = linalg.matmul ins(%x, %w : {x}, {w}) outs(%acc : {c}) -> {c}
-    %empty2 = tensor.empty() : {y}
-    %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
-                                           affine_map<(d0, d1) -> (d0, d1)>],
-                          iterator_types = ["parallel", "parallel"]}}
-      ins(%mm, %bias : {c}, {b}) outs(%empty2 : {y}) {{
-    ^bb0(%v: f32, %bv: f16, %o: f16):
+    """round_f16(x @ W) + bias, all f16 at the edges: the product accumulated in f32, rounded to f16, then the
+    bias added in f16 (what torch-mlir's ONNX importer makes of an f16 Gemm)."""
+    return _matmul_bias_f16_mlir(p, "linear_f16_f32acc", "float16", "float16", """\
       %h = arith.truncf %v : f32 to f16
       %s = arith.addf %h, %bv : f16
-      linalg.yield %s : f16
-    }} -> {y}
-    return %r : {y}
-  }}
-}}
-"""
+""", "%s")
 
 
 def _depthwise_mlir(p: dict, dtype: str) -> str:

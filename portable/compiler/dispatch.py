@@ -173,9 +173,9 @@ def narrows(consumer: ir.Operation, operand_index: int) -> bool:
     block = consumer.regions[0].blocks[0]
     uses = [u.owner for u in block.arguments[operand_index].uses]
     out = ir.RankedTensorType(consumer.results[0].type).element_type
+    init = _defining_op(consumer.operands[nin])
     return not list(block.arguments[nin].uses) and len(uses) == 1 and uses[0].name == "arith.truncf" and \
-        uses[0].results[0].type == out and _defining_op(consumer.operands[nin]) is not None and \
-        _defining_op(consumer.operands[nin]).name == "tensor.empty"
+        uses[0].results[0].type == out and init is not None and init.name == "tensor.empty"
 
 
 def form_groups(func_op: ir.Operation, profile: dict | None = None,

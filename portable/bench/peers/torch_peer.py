@@ -70,6 +70,16 @@ def _from_torch(w: Workload, t) -> np.ndarray:
     return t.cpu().numpy()
 
 
+
+def _runs(call) -> bool:
+    """Whether this torch build and device take `call`: an older torch refuses the keyword (TypeError), CPU torch
+    the kernel (NotImplementedError, a RuntimeError)."""
+    try:
+        call()
+        return True
+    except (TypeError, RuntimeError):
+        return False
+
 class _Prepared(Prepared):
     def __init__(self, peer: TorchPeer, w: Workload, inputs: list[np.ndarray]):
         self.peer, self.w = peer, w
@@ -139,16 +149,10 @@ class TorchPeer(Peer):
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         self.sync = torch.cuda.synchronize if cuda else (lambda: None)
         a = torch.ones((2, 2), dtype=torch.float16, device=self.device)
-        try:
-            torch.mm(a, a, out_dtype=torch.float32)
-            self.f16_out_dtype = True
-        except (TypeError, RuntimeError):  # CPU torch raises NotImplementedError, a RuntimeError
-            self.f16_out_dtype = False
-        try:  # an f32 bias in the f16 GEMM's epilogue (mlp_gelu_4096_f16)
-            torch.addmm(torch.ones(2, device=self.device), a, a, out_dtype=torch.float32)
-            self.addmm_out_dtype = True
-        except (TypeError, RuntimeError):
-            self.addmm_out_dtype = False
+        self.f16_out_dtype = _runs(lambda: torch.mm(a, a, out_dtype=torch.float32))
+        # An f32 bias in the f16 GEMM's epilogue (mlp_gelu_4096_f16).
+        self.addmm_out_dtype = _runs(lambda: torch.addmm(torch.ones(2, device=self.device), a, a,
+                                                         out_dtype=torch.float32))
         d = {"torch": torch.__version__, "device": str(self.device), "tf32": False}
         if cuda:
             d.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
