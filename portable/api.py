@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -13,22 +15,28 @@ import numpy as np
 
 from . import cache
 from .devices import LiveDevice, open_device
-from .errors import PackageError, PortableError, UnsupportedOp
+from .errors import PackageError, PortableError, ShapeMismatch, UnsupportedOp
 from .executable import Executable
 from .session import DEFAULT_IN_FLIGHT, BoundExecutable
 
 DEFAULT_DEVICE = "vulkan:0"
+MAX_SHAPE_VARIANTS = 8  # shape sets of one ONNX model kept compiled and bound in memory (least recent dropped)
 
 
-def graph_text(graph: Any) -> str:
+def graph_text(graph: Any, input_shapes: Any = None) -> str:
     """MLIR text for anything `compile` takes: MLIR text, an MLIR module object, a portable.Graph, or an ONNX
-    model (a path ending in .onnx, serialized bytes, an onnx.ModelProto; dynamic dims pinned, batch 1)."""
+    model (a path ending in .onnx, serialized bytes, an onnx.ModelProto) with its dynamic dims pinned to
+    `input_shapes` (by input name or position; dims not given take the model's sizes, else 1)."""
     from .frontend.onnx_import import is_onnx  # no onnx or MLIR import until a model is really given
 
     if is_onnx(graph):
-        from .frontend.onnx_import import onnx_to_mlir
+        from .frontend.onnx_source import OnnxSource
 
-        return onnx_to_mlir(graph)
+        src = OnnxSource(graph)
+        given = src.normalize(input_shapes)
+        return src.mlir(src.resolve(given), given)
+    if input_shapes is not None:
+        raise ShapeMismatch("input_shapes applies to ONNX models only: MLIR text and Graphs have static shapes")
     if isinstance(graph, str):
         return graph
     if hasattr(graph, "to_mlir"):
@@ -52,7 +60,8 @@ class CompiledGraph:
     dispatches and downloads of successive runs). Safe to call from several threads.
     """
 
-    def __init__(self, exe: Executable, device: LiveDevice, max_in_flight: int = DEFAULT_IN_FLIGHT):
+    def __init__(self, exe: Executable, device: LiveDevice, max_in_flight: int = DEFAULT_IN_FLIGHT,
+                 specialize: Callable[[dict], CompiledGraph] | None = None):
         self.executable = exe
         self.device = device
         self.max_in_flight = max_in_flight
@@ -60,6 +69,10 @@ class CompiledGraph:
         self._cell: list[BoundExecutable | None] = [None]
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._cell)
+        # An ONNX model compiles per input shape set: a call with other shapes runs (and keeps) the variant
+        # compiled for them. `specialize` maps the call's arrays to that variant.
+        self._specialize = specialize
+        self._variants: OrderedDict[tuple, CompiledGraph] = OrderedDict()
 
     @property
     def inputs(self):
@@ -78,16 +91,36 @@ class CompiledGraph:
                                                 self.max_in_flight)
             return self._cell[0]
 
+    def for_inputs(self, *inputs: Any) -> CompiledGraph:
+        """The graph that runs these inputs: this one, or for an ONNX model called with other shapes than it was
+        compiled for, the variant compiled for theirs (from the compile cache when it was compiled before)."""
+        if self._specialize is None or len(inputs) != len(self.executable.inputs):
+            return self
+        shapes = tuple(tuple(np.shape(a)) for a in inputs)
+        if shapes == tuple(tuple(sig.shape) for sig in self.executable.inputs):
+            return self
+        with self._lock:
+            g = self._variants.get(shapes)
+            if g is not None:
+                self._variants.move_to_end(shapes)
+                return g
+        g = self._specialize(dict(enumerate(shapes)))
+        with self._lock:
+            self._variants[shapes] = g
+            while len(self._variants) > MAX_SHAPE_VARIANTS:
+                self._variants.popitem(last=False)[1].close()
+        return g
+
     def submit(self, *inputs: Any) -> Future:
         """Start a run and return at once; the Future resolves to the tuple of outputs."""
-        return self._bind().submit(*inputs)
+        return self.for_inputs(*inputs)._bind().submit(*inputs)
 
     async def run_async(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         """`await exe.run_async(a, b)`: the run does not block the event loop."""
         return await asyncio.wrap_future(self.submit(*inputs))
 
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
-        return self._bind().run(*inputs)
+        return self.for_inputs(*inputs)._bind().run(*inputs)
 
     @property
     def peak_device_bytes(self) -> int:
@@ -110,6 +143,11 @@ class CompiledGraph:
 
     def close(self) -> None:
         """Wait for runs in flight and give the buffers back to the device pool (idempotent)."""
+        with self._lock:
+            variants = list(self._variants.values())
+            self._variants.clear()
+        for g in variants:
+            g.close()
         self._finalizer()
 
     def __enter__(self) -> CompiledGraph:  # noqa: PYI034 - a plain class, never subclassed for this
@@ -178,39 +216,85 @@ class StatefulGraph:
         self.close()
 
 
-def compile(graph: Any, device: str = DEFAULT_DEVICE, *, targets: tuple[str, ...] | None = None,
-            max_in_flight: int = DEFAULT_IN_FLIGHT) -> CompiledGraph:
-    """Compile `graph` for `device` (kernels come from the on-disk cache when this graph was compiled before).
-
-    `targets` defaults to the device's API; pass ("vulkan", "opencl") to carry kernels for both in a saved file.
-    """
-    live = open_device(device)
-    text = graph_text(graph)
-    targets = tuple(targets) if targets else (live.info.api,)
-    k = cache.key(text, live.options, targets)
+def _compiled(key_text: str, text: Callable[[], str], live: LiveDevice, targets: tuple[str, ...]) -> Executable:
+    """The Executable for this graph from the on-disk cache, else compiled (`text()` is called only then)."""
+    k = cache.key(key_text, live.options, targets)
     exe = cache.lookup(k)
     if exe is None:
         from .compiler.pipeline import compile_module  # the only place the public API pulls in MLIR
 
-        exe = compile_module(text, live.options, targets)
+        exe = compile_module(text(), live.options, targets)
         cache.store(k, exe)
-    return CompiledGraph(exe, live, max_in_flight)
+    return exe
+
+
+def _compile_onnx(src: Any, given: dict, live: LiveDevice, targets: tuple[str, ...],
+                  max_in_flight: int) -> CompiledGraph:
+    """An ONNX model compiled for the shapes `given` (by name; the rest as resolve_shapes says); the result
+    compiles other shape sets when called with them."""
+    resolved = src.resolve(given)
+    exe = _compiled(src.cache_text(resolved), lambda: src.mlir(resolved, given), live, targets)
+
+    def specialize(by_position: dict) -> CompiledGraph:
+        return _compile_onnx(src, src.normalize(by_position), live, targets, max_in_flight)
+
+    return CompiledGraph(exe, live, max_in_flight, specialize=specialize)
+
+
+def compile(graph: Any, device: str = DEFAULT_DEVICE, *, targets: tuple[str, ...] | None = None,
+            max_in_flight: int = DEFAULT_IN_FLIGHT, input_shapes: Any = None,
+            input_values: dict[str, Any] | None = None) -> CompiledGraph:
+    """Compile `graph` for `device` (kernels come from the on-disk cache when this graph was compiled before).
+
+    `targets` defaults to the device's API; pass ("vulkan", "opencl") to carry kernels for both in a saved file.
+    ONNX models compile per input shape set: `input_shapes` ({name or position: shape}, or a list of shapes in
+    input order) pins the dynamic dims ahead of time (dims not given take the model's sizes, else 1); calling the
+    result with other shapes compiles (or fetches from the cache) the variant for those. `input_values`
+    ({name: array}) folds inputs whose values decide shapes (a Reshape's target, TopK's k) into constants.
+    """
+    live = open_device(device)
+    targets = tuple(targets) if targets else (live.info.api,)
+    from .frontend.onnx_import import is_onnx  # no onnx or MLIR import until a model is really given
+
+    if is_onnx(graph):
+        from .frontend.onnx_source import OnnxSource
+
+        src = OnnxSource(graph, input_values)
+        return _compile_onnx(src, src.normalize(input_shapes), live, targets, max_in_flight)
+    if input_values is not None:
+        raise ShapeMismatch("input_values applies to ONNX models only: MLIR text and Graphs have static shapes")
+    text = graph_text(graph, input_shapes)
+    return CompiledGraph(_compiled(text, lambda: text, live, targets), live, max_in_flight)
 
 
 def run(graph: Any, *inputs: Any, device: str = DEFAULT_DEVICE) -> tuple[np.ndarray, ...]:
-    """Compile (or fetch from cache) and run once."""
+    """Compile (or fetch from cache) and run once; an ONNX model is compiled for the shapes of `inputs`."""
+    from .frontend.onnx_import import is_onnx
+
+    if is_onnx(graph):
+        return compile(graph, device=device, input_shapes=[np.shape(a) for a in inputs])(*inputs)
     return compile(graph, device=device)(*inputs)
 
 
-def load(path: str | Path, device: str = DEFAULT_DEVICE, *, max_in_flight: int = DEFAULT_IN_FLIGHT) -> CompiledGraph:
+def load(path: str | Path, device: str = DEFAULT_DEVICE, *, max_in_flight: int = DEFAULT_IN_FLIGHT,
+         expect_hash: str | None = None) -> CompiledGraph:
     """Load a package (.ptpk: the best target for `device` is picked) or a saved Executable and bind it to
-    `device`; needs no MLIR."""
+    `device`; needs no MLIR.
+
+    Trust model: a package's content hash detects damage, not tampering (anyone can rehash an edited file). Every
+    plan is checked against its kernels and the device's limits and every entry is size-bounded before use, but
+    the kernels themselves run as given, in this process. Load only packages you built or got from a source you
+    trust, and pin them: `expect_hash` (the hash `portable compile` printed) refuses any other file with
+    UnpinnedPackage before its entries are read. Saved Executables (.ptx) carry no hash: they are a cache format."""
     from .package import Package, is_package
 
     live = open_device(device)
     api = live.info.api
+    if expect_hash is not None and not is_package(path):
+        raise PackageError(f"{path}: expect_hash pins packages (.ptpk); this is not one, so it cannot be pinned: "
+                           f"build a package with `portable compile`")
     if is_package(path):
-        pkg = Package(path)
+        pkg = Package(path, expect_hash=expect_hash)
         try:
             device_profile = live.profile["name"]
         except (RuntimeError, OSError):  # a runtime-only install without devices/: the package's rules decide

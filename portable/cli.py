@@ -66,13 +66,33 @@ def _compile(args) -> int:
         print(f"error: {src}: no such file", file=sys.stderr)
         return 2
     graph = src.read_text() if src.suffix == ".mlir" else str(src)
+    try:
+        shapes = _input_shapes(args.input_shape or [])
+    except ValueError as e:
+        print(f"error: --input-shape: {e}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
-    digest = build(graph, args.target, args.output)
+    digest = build(graph, args.target, args.output, input_shapes=shapes or None)
     pkg = Package(args.output)
     size = Path(args.output).stat().st_size
     print(f"wrote {args.output}: {len(pkg.targets)} target(s) ({', '.join(map(str, pkg.targets))}), "
           f"{size / 1024:.1f} KiB, content hash {digest[:16]}, in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _input_shapes(specs: list[str]) -> dict:
+    """--input-shape NAME=1,3,224,224 (or POSITION=...) as {name or position: shape}."""
+    out: dict = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        if not sep or not name:
+            raise ValueError(f"{spec!r} is not NAME=D0,D1,... (e.g. input=1,3,224,224, or 0=1,3,224,224)")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        except ValueError:
+            raise ValueError(f"{spec!r}: sizes must be integers, e.g. input=1,3,224,224") from None
+        out[int(name) if name.isdigit() else name] = shape
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--target", action="append", required=True,
                    help="API:PROFILE, e.g. vulkan:lavapipe, opencl:pocl, vulkan:generic (repeatable)")
     c.add_argument("-o", "--output", required=True, help="the package file to write (.ptpk)")
+    c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
+                   help="an ONNX model's input shape (by input name or position), pinning its dynamic dims; "
+                        "dims not given take the model's sizes, else 1 (repeatable)")
     c.set_defaults(fn=_compile)
     from .bench.cli import add_parser as add_bench_parser
 

@@ -112,14 +112,15 @@ def write(path: str | Path, executables: Sequence[tuple]) -> str:
     return manifest["content_hash"]
 
 
-def build(graph: Any, targets: Sequence[str], path: str | Path) -> str:
+def build(graph: Any, targets: Sequence[str], path: str | Path, input_shapes: Any = None) -> str:
     """Compile `graph` once per 'api:profile' target (no live device needed) and write the package. A profile's
     [package] `variants` (live limits, e.g. PoCL's native_float_vector_width = 16 on AVX-512 hosts) add a target
-    each, compiled as for a device that reports them, where its kernels differ from the plain target's."""
+    each, compiled as for a device that reports them, where its kernels differ from the plain target's. An ONNX
+    model is compiled for `input_shapes` (api.compile's argument)."""
     from . import profiles
     from .api import graph_text
 
-    text = graph_text(graph)
+    text = graph_text(graph, input_shapes)
     known = profiles.all_profiles()
     compiled = []
     for spec in targets:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from .. import cache, config
@@ -194,6 +195,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         dump("input", module)
         fn = public_func(module)
         _check_signature(fn)
+        _name_as_identifier(module, fn)
         _run(module, PREPROCESS, "preprocess", dump)
         narrowed: tuple[list[int], list[int]] = ([], [])
         if "vulkan" in targets and "Int64" not in profile.get("spirv_caps", ["Shader"]):
@@ -286,6 +288,24 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
     return exe
 
 
+def _name_as_identifier(module: ir.Module, fn: ir.Operation) -> None:
+    """Rename the public function to a C identifier: kernels, OpenCL C functions, SPIR-V entry points and dump
+    files are named after it, and a user's graph name ("Model from PaddlePaddle.", "encoder/layer::0") is none."""
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII).strip("_")[:48] or "graph"
+    if ident[0].isdigit():
+        ident = "g_" + ident
+    taken = {ir.StringAttr(op.attributes["sym_name"]).value for op in module.body.operations
+             if "sym_name" in op.attributes and op.operation != fn}
+    base, n = ident, 0
+    while ident in taken:
+        n += 1
+        ident = f"{base}_{n}"
+    if ident != name:
+        ir.SymbolTable.replace_all_symbol_uses(name, ident, module.operation)
+        ir.SymbolTable.set_symbol_name(fn, ident)
+
+
 def _check_signature(fn: ir.Operation) -> None:
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     for t in list(ftype.inputs) + list(ftype.results):
@@ -342,7 +362,7 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
             ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), asm=profile.get("opencl_asm"))
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
-        index[f"@{gname}::@{fname}"] = len(kernels)
+        index[(gname, fname)] = len(kernels)
         kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
                               access=access, texel_buffers=texels, subgroup_size=width if spirv else 0))
     return kernels, index

@@ -106,7 +106,8 @@ class PlanBuilder:
         self.slots: list[Slot] = []
         self.slot_of: dict[str, int] = {}
         self.constants: dict[int, np.ndarray] = {}
-        self.launches: list[tuple[str, tuple[int, ...], tuple[int, int, int]]] = []  # (kernel symbol, slots, grid)
+        # (kernel as (gpu.module, gpu.func) names, slots, grid)
+        self.launches: list[tuple[tuple[str, str], tuple[int, ...], tuple[int, int, int]]] = []
         self.reach: list[tuple[int, ...]] = []  # per launch, per argument: bytes from its slot's start it can touch
         self.writes: list[tuple[int, ...]] = []  # per launch: the slots its kernel writes
         self._reach: dict[str, int] = {}  # value name -> reach_bytes of a view of a slot
@@ -176,16 +177,19 @@ class PlanBuilder:
             if not isinstance(a.type, ir.MemRefType):
                 raise CompileError(f"kernel takes a scalar computed on the host ({a.type}); not supported yet",
                                    stage="plan")
-        sym = ir.SymbolRefAttr(op.attributes["kernel"])
+        path = ir.SymbolRefAttr(op.attributes["kernel"]).value
+        if len(path) != 2:
+            raise CompileError(f"kernel reference {path} is not @module::@func", stage="plan")
+        sym = (path[0], path[1])
         slots = tuple(self._slot(a) for a in args)
-        self.launches.append((str(sym), slots, grid))
+        self.launches.append((sym, slots, grid))
         self.reach.append(tuple(self._reach.get(a.get_name(), self.slots[s].nbytes) for a, s in zip(args, slots)))
-        access = kernel_access(self._kernel(str(sym)))
+        access = kernel_access(self._kernel(sym))
         self.writes.append(tuple(dict.fromkeys(s for s, a in zip(slots, access) if "w" in a)))
 
-    def _kernel(self, sym: str) -> ir.Operation:
-        """The gpu.func named `@module::@func`."""
-        mod, fn = (part.lstrip("@") for part in sym.split("::"))
+    def _kernel(self, sym: tuple[str, str]) -> ir.Operation:
+        """The gpu.func `sym` = (gpu.module name, gpu.func name), compared as symbols, not as printed text."""
+        mod, fn = sym
         for gm in self.module.body.operations:
             if gm.operation.name == "gpu.module" and ir.StringAttr(gm.attributes["sym_name"]).value == mod:
                 for f in gm.regions[0].blocks[0].operations:
@@ -194,7 +198,7 @@ class PlanBuilder:
         raise CompileError(f"kernel {sym} launched by the host is not in the module", stage="plan")
 
 
-def dispatches(builder: PlanBuilder, kernel_index: dict[str, int], splits: dict | None = None) -> list[Dispatch]:
+def dispatches(builder: PlanBuilder, kernel_index: dict[tuple[str, str], int], splits: dict | None = None) -> list[Dispatch]:
     """The plan's dispatches; a launch of a split group (`splits[i]`, split.Split, launch i = group i) becomes
     one dispatch per chunk, binding the buffers it reads and writes in chunks at the chunk's byte range."""
     out: list[Dispatch] = []

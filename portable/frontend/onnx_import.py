@@ -127,18 +127,82 @@ def runtime_inputs(m) -> list:
     return [vi for vi in m.graph.input if vi.name not in inits]
 
 
-def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: dict[str, Any] | None = None) -> dict:
-    """Make every runtime input static in place (see the module docstring); returns {input name: shape}.
+def _known(d) -> bool:
+    """A dimension with a size: exporters write unknown ones as a symbol, as nothing, or as -1 / 0 (Paddle2ONNX)."""
+    return d.HasField("dim_value") and d.dim_value > 0
 
-    `input_values` turns those inputs into initializers (constants), so shapes computed from them fold.
-    """
+
+def resolve_shapes(m, input_shapes: dict[str, tuple] | None = None) -> dict[str, tuple]:
+    """{runtime input name: the static shape it will be compiled for}, without changing `m`: the shape the caller
+    gives, else the model's own sizes, symbolic dims bound by the caller's shapes of other inputs naming the same
+    symbol, else DEFAULT_DIM. Raises ShapeMismatch for a given shape that contradicts a size the model fixes."""
+    input_shapes = {k: tuple(int(x) for x in v) for k, v in (input_shapes or {}).items()}
+    names = [vi.name for vi in runtime_inputs(m)]
+    unknown = sorted(set(input_shapes) - set(names))
+    if unknown:
+        raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
+                            f"{', '.join(map(repr, names)) or 'none'}")
+    symbols: dict[str, int] = {}
+    # Symbols bound by an explicit shape first, so "batch" pinned in one input pins it in all of them.
+    for vi in runtime_inputs(m):
+        if vi.name in input_shapes and vi.type.tensor_type.HasField("shape"):
+            dims = vi.type.tensor_type.shape.dim
+            if len(dims) == len(input_shapes[vi.name]):
+                for d, v in zip(dims, input_shapes[vi.name]):
+                    if d.dim_param and not _known(d):
+                        symbols.setdefault(d.dim_param, v)
+    out: dict[str, tuple] = {}
+    for vi in runtime_inputs(m):
+        if vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        tt = vi.type.tensor_type
+        want = input_shapes.get(vi.name)
+        if want is not None:
+            if tt.HasField("shape"):
+                dims = tt.shape.dim
+                if len(dims) != len(want):
+                    raise ShapeMismatch(f"input '{vi.name}' has rank {len(dims)} in the model, got shape {want}")
+                for i, (d, v) in enumerate(zip(dims, want)):
+                    if _known(d) and d.dim_value != v:
+                        raise ShapeMismatch(f"input '{vi.name}' dimension {i} is {d.dim_value} in the model, "
+                                            f"got {v} (shape {want})")
+            if any(v < 0 for v in want):
+                raise ShapeMismatch(f"input '{vi.name}': shape {want} has a negative size")
+            out[vi.name] = want
+            continue
+        if not tt.HasField("shape"):
+            raise UnsupportedOp(f"input '{vi.name}' has no shape (unknown rank): pass "
+                                f"input_shapes={{'{vi.name}': (...)}}")
+        out[vi.name] = tuple(d.dim_value if _known(d) else symbols.setdefault(d.dim_param, DEFAULT_DIM)
+                             if d.dim_param else DEFAULT_DIM for d in tt.shape.dim)
+    return out
+
+
+def defaulted_dims(m, input_shapes: dict[str, tuple] | None = None) -> list[str]:
+    """'input[i]' (with the symbol, if any) for each dynamic dimension that no given shape pins (it becomes
+    DEFAULT_DIM): named in errors, since a size of 1 is where many models fail (a 1x1 image, one token)."""
+    given = set(input_shapes or {})
+    out = []
+    for vi in runtime_inputs(m):
+        if vi.name in given or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for i, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not _known(d):
+                out.append(f"{vi.name}[{i}]" + (f" ({d.dim_param})" if d.dim_param else ""))
+    return out
+
+
+def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: dict[str, Any] | None = None) -> dict:
+    """Make every runtime input static in place (see the module docstring and resolve_shapes); returns
+    {input name: shape}. `input_values` turns those inputs into initializers (constants), so shapes computed from
+    them fold. Declared output and intermediate shapes are hints only: dropped, and computed again by inference."""
     onnx = _onnx()
     from onnx import numpy_helper
 
     input_shapes = dict(input_shapes or {})
     input_values = dict(input_values or {})
     names = [vi.name for vi in runtime_inputs(m)]
-    unknown = sorted(set(input_shapes) - set(names)) + sorted(set(input_values) - set(names))
+    unknown = sorted(set(input_values) - set(names))
     if unknown:
         raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
                             f"{', '.join(map(repr, names)) or 'none'}")
@@ -149,50 +213,26 @@ def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: di
             arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]), copy=False)
         m.graph.initializer.append(numpy_helper.from_array(arr, name))
         input_shapes[name] = arr.shape
-    symbols: dict[str, int] = {}
-    # Symbols bound by an explicit shape first, so "batch" pinned in one input pins it in all of them.
+    pinned = resolve_shapes(m, input_shapes)
     for vi in runtime_inputs(m):
-        if vi.name in input_shapes and vi.type.tensor_type.HasField("shape"):
-            dims = vi.type.tensor_type.shape.dim
-            if len(dims) == len(input_shapes[vi.name]):
-                for d, v in zip(dims, input_shapes[vi.name]):
-                    if d.dim_param and not d.HasField("dim_value"):
-                        symbols.setdefault(d.dim_param, int(v))
-    pinned: dict[str, tuple] = {}
-    for vi in runtime_inputs(m):
-        if vi.type.WhichOneof("value") != "tensor_type":
+        if vi.name not in pinned:
             continue
         tt = vi.type.tensor_type
-        want = input_shapes.get(vi.name)
-        if want is not None:
-            want = tuple(int(x) for x in want)
-            if tt.HasField("shape"):
-                dims = tt.shape.dim
-                if len(dims) != len(want):
-                    raise ShapeMismatch(f"input '{vi.name}' has rank {len(dims)} in the model, got shape {want}")
-                for i, (d, v) in enumerate(zip(dims, want)):
-                    if d.HasField("dim_value") and d.dim_value != v:
-                        raise ShapeMismatch(f"input '{vi.name}' dimension {i} is {d.dim_value} in the model, "
-                                            f"got {v} (shape {want})")
-            shape = want
-        else:
-            if not tt.HasField("shape"):
-                raise UnsupportedOp(f"input '{vi.name}' has no shape (unknown rank): pass "
-                                    f"input_shapes={{'{vi.name}': (...)}}")
-            shape = tuple(d.dim_value if d.HasField("dim_value") else symbols.setdefault(d.dim_param, DEFAULT_DIM)
-                          if d.dim_param else DEFAULT_DIM for d in tt.shape.dim)
         tt.ClearField("shape")
         tt.shape.SetInParent()
-        for v in shape:
+        for v in pinned[vi.name]:
             tt.shape.dim.add().dim_value = int(v)
-        pinned[vi.name] = shape
     for name in input_values:
         vi = next(v for v in m.graph.input if v.name == name)
         m.graph.input.remove(vi)
         pinned.pop(name, None)
     # Stale intermediate shapes would contradict the pinned ones: inference computes them again. Outputs keep
-    # their declared shapes (and so their rank); inference replaces the symbolic dims in them.
+    # their rank (a check on the model) but not their sizes: exporters write stale, symbolic or -1 sizes there.
     del m.graph.value_info[:]
+    for vi in m.graph.output:
+        if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+            for d in vi.type.tensor_type.shape.dim:
+                d.Clear()
     return pinned
 
 
@@ -334,6 +374,9 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     inputs into constants (for shape-determining inputs). Raises UnsupportedOp / CompileError / ShapeMismatch.
     """
     m = load_model(model)
+    # The graph name becomes the function's symbol: an empty one prints as an invalid symbol, others are quoted
+    # (the compiler makes the function's name an identifier in any case).
+    m.graph.name = re.sub(r"\W", "_", m.graph.name, flags=re.ASCII).strip("_") or "main_graph"
     name_nodes(m.graph)
     opsets = opsets_of(m)
     check_ops(m, expandable=lambda n: has_function_body(n.domain, n.op_type, opsets))
