@@ -219,9 +219,9 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
         if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
-        if split_k.unfuse_matvecs(public_func(module), profile):  # its fills are named ops
-            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "unfuse-matvecs",
-                 dump)
+        if split_k.unfuse_producers(public_func(module), profile):  # its fills are named ops
+            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)",
+                 "unfuse-producers", dump)
         if split_rows.split_rows(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-rows", dump)
         if reduction_inputs.fuse_into_reductions(public_func(module), profile):

@@ -21,6 +21,7 @@ outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3
 
 from __future__ import annotations
 
+from . import fusion_cost
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
@@ -175,13 +176,9 @@ def _fused_x(op: ir.Operation, roles: list[list[str]], nb: int) -> bool:
     return num_inputs(op) != 2 or roles[0] not in (["b"] * nb + ["k"], ["b"] * nb + ["m", "k"])
 
 
-def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n: int) -> ir.Operation | None:
-    """A matmul that computes out + f(x-side inputs) * w (producers of x fused into it) as an elementwise
-    kernel computing f over [m, k] (per batch: [b, m, k]) and a plain matmul of that with w, which replaces `op`;
-    None when its body is not of that form. f then runs once per (m, k), not once per output (a norm's rsqrt n
-    times over)."""
-    lead = [b] if b else []
-    nb = len(lead)
+def _x_producer(op: ir.Operation, roles: list[list[str]], nb: int):
+    """(weight input, x-side inputs, the value f multiplying w, the body ops computing it) of a matmul form that
+    computes out + f(x-side inputs) * w, else None."""
     nin = num_inputs(op)
     block = op.regions[0].blocks[0]
     args, ops = list(block.arguments), list(block.operations)
@@ -205,6 +202,24 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n:
                 stack.extend(v.owner.operands)
         elif isinstance(v, ir.BlockArgument) and v.owner == block and v.arg_number not in xs:
             return None
+    return w, xs, factor[0], needed
+
+
+def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n: int) -> ir.Operation | None:
+    """A matmul that computes out + f(x-side inputs) * w (producers of x fused into it) as an elementwise
+    kernel computing f over [m, k] (per batch: [b, m, k]) and a plain matmul of that with w, which replaces `op`;
+    None when its body is not of that form. f then runs once per (m, k), not once per output (a norm's rsqrt n
+    times over)."""
+    lead = [b] if b else []
+    nb = len(lead)
+    nin = num_inputs(op)
+    found = _x_producer(op, roles, nb)
+    if found is None:
+        return None
+    w, xs, f, needed = found
+    factor = [f]
+    block = op.regions[0].blocks[0]
+    ops = list(block.operations)
     elem = ir.RankedTensorType(op.operands[w].type).element_type
     out_t = ir.RankedTensorType(op.operands[nin].type)
     e = [ir.AffineDimExpr.get(i) for i in range(nb + 3)]
@@ -333,21 +348,26 @@ def split_matmuls(func_op: ir.Operation, profile: dict) -> int:
                for op in list(func_op.regions[0].blocks[0].operations))
 
 
-def unfuse_matvecs(func_op: ir.Operation, profile: dict) -> int:
-    """On profiles that run a reduction per thread (CPU drivers: no `reduction_threads`), a matrix-vector
-    product with producers of x fused into it (a decoder's SwiGLU before its down projection) computes them
-    once, in a kernel of their own, instead of once per output column: PoCL, the small decoder's down projection
-    (1x1024 @ 1024x384 after silu(gate) * up) took 1.6-1.7 ms of a 8.8 ms step, its exp evaluated 384 times per
-    value. Returns how many it rewrote."""
-    if profile.get("reduction_threads"):
-        return 0
+def unfuse_producers(func_op: ir.Operation, profile: dict) -> int:
+    """Matmuls (and batches of them) with producers of x fused into their body (a GELU before an FFN's down
+    projection, SwiGLU, a norm, a softmax's division before its product with V) compute them once, in a kernel of
+    their own, where fusion_cost says recomputing them once per output column costs more than storing them. On
+    profiles that reduce over a workgroup (GPUs) matrix-vector products (<= MAX_ROWS rows) are left to split-K,
+    which takes such producers out itself where it splits. Returns how many it rewrote."""
     done = 0
     for op in list(func_op.regions[0].blocks[0].operations):
         form = _matmul_form(op.operation)
         if form is None:
             continue
         b, m, k, n, roles = form
-        if m > MAX_ROWS or n < 2 or not _fused_x(op.operation, roles, 1 if b else 0):
+        nb = 1 if b else 0
+        if n < 2 or (m <= MAX_ROWS and profile.get("reduction_threads")):
+            continue
+        found = _x_producer(op.operation, roles, nb)
+        if found is None or not found[3]:  # x read as it is: nothing computed in the product's body
+            continue
+        elem_bytes = max(1, ir.RankedTensorType(op.operands[found[0]].type).element_type.width // 8)
+        if fusion_cost.keep_fused(fusion_cost.body_cost(found[3]), n, elem_bytes):
             continue
         if _unfuse(op.operation, roles, b, m, k, n) is not None:
             done += 1

@@ -1,0 +1,91 @@
+"""The fusion cost model (compiler/fusion_cost.py): an elementwise producer that upstream fusion moved into a
+matmul's body leaves it when recomputing it once per output column costs more than storing it; decided on IR,
+each decision tested, and the values the same on every device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portable
+from portable.compiler import fusion_cost, split_k
+from portable.compiler.mlir import ir, passmanager
+from portable.compiler.pipeline import PREPROCESS, public_func
+from conftest import compile_and_load
+
+
+def _graph(m: int, k: int, n: int, producer: str) -> portable.Graph:
+    g = portable.Graph(f"{producer}_{m}x{k}x{n}")
+    x, w = g.input((m, k)), g.input((k, n))
+    h = {"gelu": lambda: g.gelu(x, approximate="none"), "scale": lambda: g.mul(x, 2.0),
+         "none": lambda: x}[producer]()
+    g.output(g.matmul(h, w))
+    return g
+
+
+def _generics_after(g: portable.Graph, profile: dict) -> tuple[int, list[str]]:
+    """(how many products unfuse_producers rewrote, the body of each linalg.generic after it)."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(g.to_mlir())
+        passmanager.PassManager.parse(PREPROCESS).run(module.operation)
+        done = split_k.unfuse_producers(public_func(module), profile)
+        bodies = [str(op) for op in public_func(module).regions[0].blocks[0].operations
+                  if op.name == "linalg.generic"]
+    return done, bodies
+
+
+def test_expensive_producer_leaves_the_product():
+    """GELU (erf) before a product with 256 columns: computed once, in an elementwise kernel of its own."""
+    done, bodies = _generics_after(_graph(64, 128, 256, "gelu"), {})
+    assert done == 1
+    erf = [b for b in bodies if "math.erf" in b]
+    assert len(erf) == 1 and "reduction" not in erf[0]  # the producer alone, all loops parallel
+    assert any("reduction" in b and "math.erf" not in b for b in bodies)  # the product reads its result
+
+
+def test_cheap_producer_with_few_columns_stays_fused():
+    done, bodies = _generics_after(_graph(64, 128, 4, "scale"), {})
+    assert done == 0
+    products = [b for b in bodies if "reduction" in b]
+    assert len(products) == 1 and products[0].count("arith.mulf") == 2  # the scale, then the product
+
+
+def test_cheap_producer_reused_many_times_leaves():
+    done, _ = _generics_after(_graph(64, 128, 256, "scale"), {})
+    assert done == 1
+
+
+def test_gpu_profiles_leave_matrix_vector_products_to_split_k():
+    done, _ = _generics_after(_graph(1, 128, 256, "gelu"), {"reduction_threads": 64})
+    assert done == 0
+    done, _ = _generics_after(_graph(64, 128, 256, "gelu"), {"reduction_threads": 64})
+    assert done == 1
+
+
+def test_plain_product_untouched():
+    assert _generics_after(_graph(64, 128, 256, "none"), {})[0] == 0
+
+
+def test_the_model():
+    erf_gelu = fusion_cost.WEIGHTS["math.erf"] + 5
+    assert fusion_cost.keep_fused(erf_gelu, 2, 4)  # one recomputation costs less than a store and a load
+    assert not fusion_cost.keep_fused(erf_gelu, 3, 4)
+    assert fusion_cost.keep_fused(1, 2, 4)
+    assert fusion_cost.keep_fused(1, 1 + 2 * 4 * fusion_cost.FLOPS_PER_BYTE, 4)
+    assert not fusion_cost.keep_fused(1, 2 + 2 * 4 * fusion_cost.FLOPS_PER_BYTE, 4)
+
+
+@pytest.mark.parametrize("producer", ["gelu", "scale"])
+def test_values_unchanged(device, tmp_path, producer):
+    g = _graph(24, 64, 40, producer)
+    exe, loaded = compile_and_load(g, device, tmp_path)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((24, 64)).astype(np.float32), rng.standard_normal((64, 40)).astype(np.float32)
+    if producer == "gelu":
+        from math import erf
+
+        h = x * 0.5 * (1 + np.vectorize(erf)(x / np.sqrt(2))).astype(np.float32)
+    else:
+        h = x * 2
+    assert len(exe.dispatches) == 2
+    np.testing.assert_allclose(loaded(x, w)[0], h @ w, rtol=1e-4, atol=1e-4)
