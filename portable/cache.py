@@ -29,7 +29,9 @@ def key(text: str, options: dict, targets: tuple[str, ...]) -> str:
     """hash(package version, compiler source, graph text, codegen options (profile + device limits), targets)."""
     h = hashlib.sha256()
     for part in (__version__, compiler_fingerprint(), text, repr(sorted(options.items())), repr(targets)):
-        h.update(part.encode())
+        # surrogatepass: a str with lone surrogates (from a bad file name or bytes decoded with surrogateescape)
+        # still gets a key; other text encodes as plain UTF-8, so keys stay as they were.
+        h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()
 

@@ -1,4 +1,4 @@
-"""`portable devices`, `demo`, `compile`, `bench` and `conformance`."""
+"""`portable devices`, `demo`, `compile`, `bench`, `conformance` and `zoo`."""
 
 from __future__ import annotations
 
@@ -117,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     from .conformance.cli import add_parser as add_conformance_parser
 
     add_conformance_parser(sub)
+    from .zoo.cli import add_parser as add_zoo_parser
+
+    add_zoo_parser(sub)
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by commands that write results
     from .errors import PortableError
 
     try:

@@ -34,3 +34,13 @@ def test_fresh_venv() -> bool:
     """PORTABLE_TEST_FRESH_VENV=1 runs the slow test that installs the runtime alone (no MLIR) into a new
     virtual environment and runs a package there (about half a minute; off by default to keep CI fast)."""
     return os.environ.get("PORTABLE_TEST_FRESH_VENV", "") not in ("", "0")
+
+
+POISON_BYTE = 0xFF  # float32/float16 NaN, integers -1: stale values a kernel forgot to overwrite stand out
+
+
+def debug_poison() -> bool:
+    """PORTABLE_DEBUG_POISON=1 fills every device buffer a run gets from the pool (outputs, intermediates) with
+    POISON_BYTE before use, so a kernel that leaves part of its output unwritten shows NaN / -1, never the data of
+    the executable that used the memory before (debugging aid: one extra upload per buffer)."""
+    return os.environ.get("PORTABLE_DEBUG_POISON", "") not in ("", "0")

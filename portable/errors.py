@@ -49,3 +49,16 @@ class DriverError(PortableError):
 class PackageError(PortableError):
     """A saved Executable file is corrupt, truncated, of another format version, or has no kernels
     for the requested device."""
+
+
+class InvalidPlan(PackageError):
+    """An Executable's plan does not fit its kernels, its own buffers or the device's limits (a damaged or edited
+    package, or one compiled for another device): refused before anything runs."""
+
+
+class UnpinnedPackage(PackageError):
+    """A package's content hash is not the one the caller pinned with `expect_hash`."""
+
+
+class InvalidArgument(PortableError, ValueError):
+    """An argument of a public call is out of its range (a ValueError too, as callers caught before)."""

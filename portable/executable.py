@@ -10,9 +10,8 @@ import dataclasses
 import hashlib
 import io
 import json
-import struct
+import math
 import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,27 +212,52 @@ class Executable:
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:
-        path = Path(path)
+        """Read a file `save` wrote; PackageError for anything else (entries bounded before they are read, the
+        plan checked against its kernels: portable.plan_check)."""
+        from . import archive
+        from .plan_check import check_plan
+
+        path = archive.as_path(path)
         if not path.exists():
             raise PackageError(f"{path}: no such file")
+        what = str(path)
         try:
             with zipfile.ZipFile(path) as z:
-                manifest = json.loads(z.read("manifest.json"))
+                infos = archive.entries(z, what)
+                if "manifest.json" not in infos:
+                    raise PackageError(f"{what}: not a portable executable (no manifest.json)")
+                manifest = archive.read_json(z, infos["manifest.json"], what)
                 if manifest.get("format") not in READABLE_VERSIONS:
                     raise PackageError(
-                        f"{path}: format version {manifest.get('format')!r}, this portable reads "
+                        f"{path}: format version {str(manifest.get('format'))[:20]!r}, this portable reads "
                         f"{', '.join(map(str, READABLE_VERSIONS))}; recompile the graph with this version"
                     )
-                kernels = [kernel_from_entry(e, z.read) for e in manifest["kernels"]]
-                constants = {sid: npy_load(z.read(f"constants/{sid}.npy")) for sid in manifest["constants"]}
                 plan = cls.plan_from_dict(manifest)
+                nbytes = {s.id: s.nbytes for s in plan["slots"]}
+
+                def get(name: str, limit: int = archive.MAX_KERNEL_BYTES) -> bytes:
+                    if name not in infos:
+                        raise PackageError(f"{what}: entry {str(name)[:80]!r} named by its manifest is missing; the "
+                                           f"file is truncated, recompile and save it again")
+                    return archive.read(z, infos[name], limit, what)[0]
+
+                kernels = [kernel_from_entry(e, get) for e in manifest["kernels"]]
+                constants = {sid: npy_load(get(f"constants/{sid}.npy", nbytes.get(sid, 0) + archive.NPY_HEADER_BYTES))
+                             for sid in manifest["constants"]}
+                exe = cls(kernels=kernels, **plan, constants=constants, target=str(manifest["target"]),
+                          profile=str(manifest["profile"]), source_hash=str(manifest["source_hash"]))
         except PackageError:
             raise
-        except (zipfile.BadZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError, OSError, TypeError,
-                NotImplementedError) as e:
-            raise PackageError(f"{path}: not a readable portable executable ({e}); recompile and save it again") from e
-        return cls(kernels=kernels, **plan, constants=constants, target=manifest["target"],
-                   profile=manifest["profile"], source_hash=manifest["source_hash"])
+        except (*archive.ZIP_ERRORS, *PLAN_ERRORS) as e:
+            raise PackageError(f"{path}: not a readable portable executable ({type(e).__name__}: {str(e)[:200]}); "
+                               f"recompile and save it again") from e
+        check_plan(exe, what)
+        return exe
+
+
+# What turning edited plan data (JSON of other types or shapes) into plan objects raises.
+PLAN_ERRORS = (KeyError, ValueError, TypeError, AttributeError, IndexError, OverflowError, RecursionError, EOFError,
+               OSError, MemoryError)
 
 
 def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> dict:
@@ -269,4 +293,25 @@ def npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def npy_load(data: bytes) -> np.ndarray:
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    """An array from .npy bytes, its header checked against the bytes that follow before anything is allocated
+    (np.load allocates what a header claims first: a damaged one asks for terabytes). ValueError when they
+    disagree."""
+    from numpy.lib import format as npy
+
+    f = io.BytesIO(data)
+    version = npy.read_magic(f)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f".npy version {version}")
+    read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    shape, fortran, dtype = read_header(f, max_header_size=1 << 16)
+    # kind V: bfloat16 (ml_dtypes) is saved as raw 2-byte values
+    if dtype.hasobject or dtype.fields or dtype.kind not in "biufV" or \
+            not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f".npy header: dtype {dtype}, shape {shape}")
+    start = f.tell()
+    count = math.prod(shape)
+    if count * dtype.itemsize != len(data) - start:
+        raise ValueError(f".npy header says {shape} {dtype} ({count * dtype.itemsize} bytes), "
+                         f"{len(data) - start} bytes follow")
+    arr = np.frombuffer(data, dtype=dtype, count=count, offset=start)
+    return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)

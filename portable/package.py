@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import zipfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, archive
 from .backend import DeviceInfo
-from .errors import PackageError
-from .executable import Executable, kernel_entry, kernel_from_entry, npy_bytes, npy_load
+from .errors import InvalidPlan, PackageError, UnpinnedPackage
+from .executable import PLAN_ERRORS, Executable, kernel_entry, kernel_from_entry, npy_bytes, npy_load
+from .plan_check import check_plan
 
 FORMAT = "ptpk"
 FORMAT_VERSION = 6  # 2: a target's plan may bind byte ranges of slots (Executable format 2); 3: int64 held as int32;
@@ -57,12 +56,13 @@ def parse_target(text: str) -> tuple[str, str]:
     return api, profile or "generic"
 
 
-def _content_hash(entries: dict[str, bytes], manifest: dict) -> str:
+def _content_hash(digests: dict[str, bytes], manifest: dict) -> str:
+    """sha256 over the manifest (less the hash itself) and every entry's sha256 digest, by name."""
     h = hashlib.sha256()
     body = {k: v for k, v in manifest.items() if k != "content_hash"}
     h.update(json.dumps(body, sort_keys=True).encode())
-    for name in sorted(entries):
-        h.update(name.encode() + b"\0" + hashlib.sha256(entries[name]).digest())
+    for name in sorted(digests):
+        h.update(name.encode() + b"\0" + digests[name])
     return h.hexdigest()
 
 
@@ -101,7 +101,7 @@ def write(path: str | Path, executables: Sequence[tuple]) -> str:
         "outputs": [{"shape": list(sig.shape), "dtype": sig.dtype} for _, sig in first.outputs],
         "targets": targets,
     }
-    manifest["content_hash"] = _content_hash(entries, manifest)
+    manifest["content_hash"] = _content_hash({n: hashlib.sha256(d).digest() for n, d in entries.items()}, manifest)
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
@@ -155,28 +155,100 @@ def _compiled(text: str, opts: dict, api: str, profile: str) -> Executable:
 
 # ---- reading ---------------------------------------------------------------------------------------------
 class Package:
-    """A package read and verified; `select(info)` picks the target for a device, `executable` builds it."""
+    """A package read and verified; `select(info)` picks the target for a device, `executable` builds it.
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    Trust: the content hash covers every entry, so damage in transit is refused, but it is not a signature, anyone
+    can write a package with a valid hash. Every plan is therefore checked against its kernels and the device's
+    limits before anything runs (plan_check), and every entry's size is bounded by the plan before it is read.
+    The kernels themselves still run as given: pass `expect_hash` (the hash `portable compile` printed, or
+    `Package(...).content_hash` of a file you trust) to refuse any other package before its entries are read."""
+
+    def __init__(self, path: str | Path, expect_hash: str | None = None):
+        self.path = archive.as_path(path)
         if not self.path.exists():
             raise PackageError(f"{self.path}: no such file")
+        what = str(self.path)
         try:
             with zipfile.ZipFile(self.path) as z:
-                self.manifest = json.loads(z.read(MANIFEST))
+                infos = archive.entries(z, what)
+                if MANIFEST not in infos:
+                    raise PackageError(f"{what}: not a portable package (no '{FORMAT}' manifest)")
+                self.manifest = archive.read_json(z, infos[MANIFEST], what)
                 self._check_format()
-                self._entries = {n: z.read(n) for n in z.namelist() if n != MANIFEST}
+                if expect_hash is not None and self.manifest.get("content_hash") != expect_hash:
+                    raise UnpinnedPackage(self._pin_message(self.manifest.get("content_hash"), expect_hash))
+                limits = self._entry_limits()
+                unknown = sorted(set(infos) - set(limits) - {MANIFEST})
+                if unknown:
+                    raise PackageError(f"{what}: entries {unknown[:3]} are not named by its manifest; the file was "
+                                       f"edited, rebuild it with `portable compile`")
+                self._entries: dict[str, bytes] = {}
+                digests: dict[str, bytes] = {}
+                for name in sorted(limits):
+                    if name not in infos:
+                        raise PackageError(f"{what}: entry {name!r} named by its manifest is missing; the package is "
+                                           f"truncated or corrupt, copy it again or rebuild it with `portable compile`")
+                    self._entries[name], digests[name] = archive.read(z, infos[name], limits[name], what)
         except PackageError:
             raise
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, KeyError, ValueError, EOFError,
-                OSError, NotImplementedError) as e:  # NotImplementedError: a damaged compression method field
-            raise PackageError(f"{self.path}: not a readable portable package, it is truncated or corrupt ({e}); "
+        except archive.ZIP_ERRORS as e:
+            raise PackageError(f"{what}: not a readable portable package, it is truncated or corrupt ({e}); "
                                f"copy it again or rebuild it with `portable compile`") from e
-        if _content_hash(self._entries, self.manifest) != self.manifest.get("content_hash"):
+        try:
+            computed = _content_hash(digests, self.manifest)
+        except (ValueError, TypeError, RecursionError) as e:  # JSON text json cannot write back (lone surrogates...)
+            raise PackageError(f"{what}: its manifest cannot be hashed ({type(e).__name__}); the file is damaged, "
+                               f"rebuild it with `portable compile`") from None
+        if computed != self.manifest.get("content_hash"):
             raise PackageError(f"{self.path}: content hash mismatch, the package is corrupt; copy it again or "
                                f"rebuild it with `portable compile`")
+        if expect_hash is not None and computed != expect_hash:
+            raise UnpinnedPackage(self._pin_message(computed, expect_hash))
         self.targets = [Target(t["api"], t["profile"], i, tuple(sorted(t.get("requires", {}).items())))
                         for i, t in enumerate(self.manifest["targets"])]
+
+    def _pin_message(self, found: Any, expected: str) -> str:
+        return (f"{self.path}: content hash {str(found)[:64]!r} is not the pinned {expected!r}; this is not the "
+                f"package you pinned (rebuilt or replaced): check where it came from, then pin its new hash")
+
+    def _entry_limits(self) -> dict[str, int]:
+        """Entry name -> the most bytes it may hold: weights as large as their slot (plus an .npy header), kernels
+        MAX_KERNEL_BYTES. Checks the manifest's target records are shaped as `write` writes them."""
+        what = str(self.path)
+        targets = self.manifest.get("targets")
+        if not isinstance(targets, list) or not targets:
+            raise PackageError(f"{what}: its manifest lists no targets; rebuild it with `portable compile`")
+        limits: dict[str, int] = {}
+        for i, t in enumerate(targets):
+            bad = f"{what}: target {i} of its manifest is malformed"
+            fields = {"api": str, "profile": str, "profile_match": dict, "kernels": list, "plan": dict,
+                      "weights": dict, "requires": dict}
+            if not isinstance(t, dict) or any(k in t and not isinstance(t[k], ty) for k, ty in fields.items()) or \
+                    any(k not in t for k in fields if k != "requires"):
+                raise PackageError(f"{bad} (fields {sorted(fields)}); rebuild it with `portable compile`")
+            if not all(isinstance(v, (str, int, float, bool)) for v in t.get("requires", {}).values()):
+                raise PackageError(f"{bad} (requires); rebuild it with `portable compile`")
+            slots = t["plan"].get("slots")
+            if not isinstance(slots, list) or not all(isinstance(s, dict) for s in slots):
+                raise PackageError(f"{bad} (plan slots); rebuild it with `portable compile`")
+            for e in t["kernels"]:
+                if not isinstance(e, dict):
+                    raise PackageError(f"{bad} (kernels); rebuild it with `portable compile`")
+                for key in ("spirv", "opencl"):
+                    if e.get(key) is not None:
+                        if not isinstance(e[key], str):
+                            raise PackageError(f"{bad} (kernel {key}); rebuild it with `portable compile`")
+                        limits[e[key]] = archive.MAX_KERNEL_BYTES
+            for sid, name in t["weights"].items():
+                try:
+                    nbytes = slots[int(sid)]["nbytes"]
+                    if not isinstance(name, str) or not isinstance(nbytes, int) or int(sid) < 0 or nbytes < 0:
+                        raise TypeError(name)
+                except (ValueError, TypeError, IndexError, KeyError):
+                    raise PackageError(f"{bad} (weights of slot {str(sid)[:40]!r}); rebuild it with `portable "
+                                       f"compile`") from None
+                limits[name] = max(limits.get(name, 0), nbytes + archive.NPY_HEADER_BYTES)
+        return limits
 
     def _check_format(self) -> None:
         m = self.manifest
@@ -216,23 +288,39 @@ class Package:
             kernels = [kernel_from_entry(e, self._entries.__getitem__) for e in t["kernels"]]
             constants = {int(sid): npy_load(self._entries[name]) for sid, name in t["weights"].items()}
             plan = Executable.plan_from_dict(t["plan"])
-        except (KeyError, ValueError, TypeError) as e:
-            raise PackageError(f"{self.path}: target {target} is incomplete ({e}); rebuild the package") from e
-        return Executable(kernels=kernels, **plan, constants=constants, target=target.api, profile=target.profile,
-                          source_hash=self.manifest.get("graph_hash", ""))
+        except PLAN_ERRORS as e:
+            raise PackageError(f"{self.path}: target {target} is incomplete or malformed ({type(e).__name__}: "
+                               f"{str(e)[:200]}); rebuild the package with `portable compile`") from e
+        graph_hash = self.manifest.get("graph_hash", "")
+        exe = Executable(kernels=kernels, **plan, constants=constants, target=target.api, profile=target.profile,
+                         source_hash=graph_hash if isinstance(graph_hash, str) else "")
+        check_plan(exe, f"{self.path}: target {target}")
+        try:  # what the caller passes and gets back, as the package declares it (write() keeps targets equal)
+            declared = [(tuple(s["shape"]), s["dtype"]) for s in [*self.manifest["inputs"], *self.manifest["outputs"]]]
+        except (KeyError, TypeError, ValueError):
+            declared = None
+        if _caller_view(exe) != declared:
+            raise InvalidPlan(f"{self.path}: target {target} takes and returns {_caller_view(exe)}, the package "
+                              f"declares {str(declared)[:200]}; the package was edited, rebuild it with `portable "
+                              f"compile`")
+        return exe
 
 
 def _matches(match: dict, info: DeviceInfo) -> bool:
     """The rule of portable.profiles.match for one profile, from the rules the package carries."""
     from .profiles import match_score
 
-    return match_score(match, info) is not None
+    try:
+        return match_score(match, info) is not None
+    except (TypeError, ValueError, AttributeError, KeyError) as e:  # rules edited into other types
+        raise PackageError(f"a target's profile_match rules {str(match)[:100]} are malformed ({e}); rebuild the "
+                           f"package with `portable compile`") from None
 
 
 def is_package(path: str | Path) -> bool:
     """True for a file whose zip manifest says it is a .ptpk (whatever its name)."""
     try:
         with zipfile.ZipFile(path) as z:
-            return json.loads(z.read(MANIFEST)).get("format") == FORMAT
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, AttributeError):
+            return archive.read_json(z, z.getinfo(MANIFEST), str(path)).get("format") == FORMAT
+    except (PackageError, AttributeError, TypeError, *archive.ZIP_ERRORS):  # (TypeError: not a path at all)
         return str(path).endswith(".ptpk")

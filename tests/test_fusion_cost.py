@@ -68,19 +68,20 @@ def test_plain_product_untouched():
 
 def test_the_model():
     erf_gelu = fusion_cost.WEIGHTS["math.erf"] + 5
-    assert fusion_cost.keep_fused(erf_gelu, 2, 4)  # one recomputation costs less than a store and a load
-    assert not fusion_cost.keep_fused(erf_gelu, 3, 4)
-    assert fusion_cost.keep_fused(1, 2, 4)
-    assert fusion_cost.keep_fused(1, 1 + 2 * 4 * fusion_cost.FLOPS_PER_BYTE, 4)
-    assert not fusion_cost.keep_fused(1, 2 + 2 * 4 * fusion_cost.FLOPS_PER_BYTE, 4)
+    big, room = 1 << 20, 2 * 4 * fusion_cost.FLOPS_PER_BYTE
+    assert fusion_cost.keep_fused(erf_gelu, 2, 4, big)  # one recomputation costs less than a store and a load
+    assert not fusion_cost.keep_fused(erf_gelu, 3, 4, big)
+    assert fusion_cost.keep_fused(1, 1 + room, 4, big)
+    assert not fusion_cost.keep_fused(1, 3 + room, 4, big)
+    assert fusion_cost.keep_fused(1, 1000, 4, 16)  # a few cheap values: not worth a kernel of their own
 
 
 @pytest.mark.parametrize("producer", ["gelu", "scale"])
 def test_values_unchanged(device, tmp_path, producer):
-    g = _graph(24, 64, 40, producer)
+    g = _graph(64, 128, 80, producer)
     exe, loaded = compile_and_load(g, device, tmp_path)
     rng = np.random.default_rng(5)
-    x, w = rng.standard_normal((24, 64)).astype(np.float32), rng.standard_normal((64, 40)).astype(np.float32)
+    x, w = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 80)).astype(np.float32)
     if producer == "gelu":
         from math import erf
 
@@ -89,3 +90,51 @@ def test_values_unchanged(device, tmp_path, producer):
         h = x * 2
     assert len(exe.dispatches) == 2
     np.testing.assert_allclose(loaded(x, w)[0], h @ w, rtol=1e-4, atol=1e-4)
+
+
+def _squeeze_excite(c: int = 32, f: int = 16, hw: int = 7):
+    """EfficientNet's block end as PyTorch exports it: x * sigmoid(s) (s per channel) into a 1x1 projection."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((f, c, 1, 1)).astype(np.float32) * 0.1, "w")
+    nodes = [helper.make_node("Sigmoid", ["s"], ["g"]), helper.make_node("Mul", ["x", "g"], ["h"]),
+             helper.make_node("Conv", ["h", "w"], ["y"], kernel_shape=[1, 1])]
+    g = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw]),
+                                        helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, c, 1, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _reduces(op) -> bool:
+    return '"reduction"' in str(op).split("\n")[0]
+
+
+def test_squeeze_excite_scale_leaves_the_convolution():
+    """The scale is computed once per input value, and the convolution, plain again, becomes a matmul."""
+    pytest.importorskip("onnx", reason="the ONNX frontend needs the 'onnx' package")
+    from portable.compiler import gathers, unfuse
+    from portable.frontend.onnx_import import onnx_to_mlir
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(onnx_to_mlir(_squeeze_excite()))
+        passmanager.PassManager.parse(PREPROCESS).run(module.operation)
+        fn = public_func(module)
+        convs = [op for op in fn.regions[0].blocks[0].operations if _reduces(op)]
+        assert len(convs) == 1 and "math.exp" in str(convs[0])  # upstream fusion put the sigmoid in the conv
+        assert unfuse.unfuse_reductions(fn) == 1
+        ops = [op for op in fn.regions[0].blocks[0].operations if op.name == "linalg.generic"]
+        assert [("math.exp" in str(o), _reduces(o)) for o in ops if "math.exp" in str(o) or _reduces(o)] == \
+            [(True, False), (False, True)]
+        gathers.convs_to_matmul(fn, 1 << 30)
+        passmanager.PassManager.parse("builtin.module(canonicalize)").run(module.operation)
+        assert "linalg.matmul" in str(module)
+
+
+def test_squeeze_excite_values(device):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+    m = _squeeze_excite()
+    rng = np.random.default_rng(4)
+    x, s = rng.standard_normal((1, 32, 7, 7)).astype(np.float32), rng.standard_normal((1, 32, 1, 1)).astype(np.float32)
+    (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})
+    np.testing.assert_allclose(portable.run(m, x, s, device=device)[0], ref, rtol=1e-4, atol=1e-5)

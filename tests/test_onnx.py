@@ -192,7 +192,7 @@ def test_op_without_lowering_names_node():
     m = model([helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], kernel_shape=[2, 2])],
               [vi("x", [1, 1, 4, 4]), vi("offset", [1, 8, 3, 3])], [vi("y", [1, 1, 3, 3])],
               [("w", np.ones((1, 1, 2, 2), np.float32))], opset=19)
-    with pytest.raises(UnsupportedOp, match=r"node 'DeformConv_0' \(op DeformConv\)"):
+    with pytest.raises(UnsupportedOp, match=r"node 'DeformConv_0' \(op DeformConv, kernel_shape=\[2, 2\]\)"):
         onnx_to_mlir(m)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
-from . import tiles
+from . import locations, tiles
 from .horizontal import VIEW
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
 from .mlir import ir
@@ -202,8 +202,8 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None,
             continue  # bufferization makes these views of their source (horizontal.py's slices)
         if not is_structured(op):
             raise UnsupportedOp(
-                f"op '{name}' is not supported by the compiler yet (only linalg/tensor/arith/math ops on tensors "
-                f"are): {str(op).splitlines()[0][:200]}"
+                f"op '{name}'{locations.of_op(op)} is not supported by the compiler yet (only linalg/tensor/arith/"
+                f"math ops on tensors are): {str(op).splitlines()[0][:200]}"
             )
         kind = classify(op)
         if kind.kind == "fill":
@@ -220,7 +220,8 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None,
                 _own_empty_init(op)
             continue
         if not kind.ranges:
-            raise UnsupportedOp(f"linalg op with dynamic shapes is not supported yet: {str(op).splitlines()[0][:200]}")
+            raise UnsupportedOp(f"linalg op{locations.of_op(op)} with dynamic shapes is not supported yet: "
+                                f"{str(op).splitlines()[0][:200]}")
         # An elementwise op whose input is the sole use of a group's result joins that group in place.
         if kind.kind == "elementwise":
             nin = num_inputs(op)

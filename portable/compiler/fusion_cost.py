@@ -5,10 +5,11 @@ every consumer, a matmul's included: there the producer runs once per (row, k) *
 work of computing it once. Keeping it fused saves writing its result and reading it back, 2 x its bytes; taking
 it out costs one kernel and those bytes. So a producer leaves the product when
 
-    cost(body) x (reuse - 1)  >  FLOPS_PER_BYTE x 2 x element bytes
+    values x cost(body) x (reuse - 1)  >  values x FLOPS_PER_BYTE x 2 x element bytes + LAUNCH_OPS
 
 with cost(body) its ops weighted by how long they take next to an add (WEIGHTS: transcendental functions many,
-a division a few), and reuse how many times the consumer evaluates each producer value (a matmul's n).
+a division a few), reuse how many times the consumer evaluates each producer value (a matmul's n), values how
+many values the producer has, and LAUNCH_OPS what one more kernel costs, in the same units.
 GELU (erf: ~20 ops with its polynomial) before BERT's FFN down projection, n = hidden size, is far past it; a
 cast or a scale before a product with a few columns stays fused.
 """
@@ -29,6 +30,9 @@ FREE = {"arith.constant", "linalg.yield", "linalg.index"}
 # Arithmetic a device does in the time it moves one byte to and from its memory: ~10 for CPUs' memory
 # bandwidth against their vector units, 10-20 for GPUs. Lower keeps fewer producers fused.
 FLOPS_PER_BYTE = 4
+# One more dispatch (its launch, the barrier before its reader) as arithmetic: a few microseconds of a device
+# doing a few GFLOP/s (a CPU driver); small producers, a pooled vector before a classifier, stay fused.
+LAUNCH_OPS = 20000
 
 
 def body_cost(ops: list[ir.Operation]) -> int:
@@ -36,10 +40,10 @@ def body_cost(ops: list[ir.Operation]) -> int:
     return sum(0 if o.name in FREE else WEIGHTS.get(o.name, 1) for o in ops)
 
 
-def keep_fused(cost: int, reuse: int, elem_bytes: int) -> bool:
-    """Whether recomputing a producer of `cost` `reuse` times costs less than storing its value and reading it
-    back (elem_bytes each way)."""
-    return cost * max(reuse - 1, 0) <= FLOPS_PER_BYTE * 2 * elem_bytes
+def keep_fused(cost: int, reuse: int, elem_bytes: int, values: int) -> bool:
+    """Whether recomputing `values` values of a producer of `cost` `reuse` times each costs less than storing them
+    and reading them back (elem_bytes each way) in a kernel of their own."""
+    return values * cost * max(reuse - 1, 0) <= values * FLOPS_PER_BYTE * 2 * elem_bytes + LAUNCH_OPS
 
 
-__all__ = ["WEIGHTS", "FLOPS_PER_BYTE", "body_cost", "keep_fused"]
+__all__ = ["WEIGHTS", "FLOPS_PER_BYTE", "LAUNCH_OPS", "body_cost", "keep_fused"]

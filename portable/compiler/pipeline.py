@@ -24,7 +24,9 @@ from . import (
     grid_stride,
     lane_kernels,
     loop_registers,
+    locations,
     loop_vectorize,
+    named_ops,
     narrow_i64,
     nontemporal,
     plan,
@@ -40,6 +42,7 @@ from . import (
     strategy,
     subgroup_reduce,
     transform_script,
+    unfuse,
     widen_f16,
     windows,
 )
@@ -52,6 +55,8 @@ from .tensor_slices import insert_slices_to_generics
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
 COMPILE_COUNT = 0
+
+FRONTEND_PATHS = "portable.onnx_paths"  # module attribute set by frontend/onnx_decompose.py
 
 PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
 OUTLINE = ("builtin.module(func.func(convert-linalg-to-loops),canonicalize,cse,gpu-launch-sink-index-computations,"
@@ -89,7 +94,7 @@ def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
         passmanager.PassManager.parse(pipeline).run(module.operation)
     except ir.MLIRError as e:
         path = dump.failure(stage, module)
-        raise CompileError(f"stage '{stage}' failed: {e}", stage=stage, dump_path=path) from e
+        raise CompileError(f"stage '{stage}' failed{locations.of_error(e)}: {e}", stage=stage, dump_path=path) from e
     dump(stage, module)
 
 
@@ -191,8 +196,11 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
-            raise CompileError(f"the MLIR does not parse: {e}", stage="input") from e
+            module = named_ops.parse(text, e)  # ops upstream renamed; else UnsupportedOp / CompileError
         dump("input", module)
+        _frontend_paths(module, dump)
+        if named_ops.decompose(module):  # softmax, pack, unpack: into ops PREPROCESS generalizes
+            dump("named-ops", module)
         fn = public_func(module)
         _check_signature(fn)
         _name_as_identifier(module, fn)
@@ -209,6 +217,10 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         widened = widened or ([], [])
         # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
         insert_slices_to_generics(public_func(module))
+        # Producers fused into convolutions (squeeze-and-excitation's scale) leave them where recomputing costs
+        # more (fusion_cost.py), before convolutions are matched as matmuls.
+        if unfuse.unfuse_reductions(public_func(module)):
+            _run(module, "builtin.module(canonicalize,cse)", "unfuse-reductions", dump)
         if profile.get("im2col_max_bytes", 0):
             gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
@@ -219,6 +231,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
             _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
         if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
+        # Producers fused into a matmul that recomputes them per output column leave it (fusion_cost.py).
         if split_k.unfuse_producers(public_func(module), profile):  # its fills are named ops
             _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)",
                  "unfuse-producers", dump)
@@ -304,6 +317,17 @@ def _name_as_identifier(module: ir.Module, fn: ir.Operation) -> None:
     if ident != name:
         ir.SymbolTable.replace_all_symbol_uses(name, ident, module.operation)
         ir.SymbolTable.set_symbol_name(fn, ident)
+
+
+def _frontend_paths(module: ir.Module, dump: Dumper) -> None:
+    """The ONNX frontend's record of which path each rewritable op took (its own decomposition or torch-mlir's
+    lowering): written to the dump as onnx-decompositions.txt and taken off the module."""
+    attrs = module.operation.attributes
+    if FRONTEND_PATHS not in attrs:
+        return
+    dump("onnx-decompositions", "\n".join(ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[FRONTEND_PATHS])) + "\n",
+         ".txt")
+    del attrs[FRONTEND_PATHS]
 
 
 def _check_signature(fn: ir.Operation) -> None:

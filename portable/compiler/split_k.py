@@ -367,7 +367,7 @@ def unfuse_producers(func_op: ir.Operation, profile: dict) -> int:
         if found is None or not found[3]:  # x read as it is: nothing computed in the product's body
             continue
         elem_bytes = max(1, ir.RankedTensorType(op.operands[found[0]].type).element_type.width // 8)
-        if fusion_cost.keep_fused(fusion_cost.body_cost(found[3]), n, elem_bytes):
+        if fusion_cost.keep_fused(fusion_cost.body_cost(found[3]), n, elem_bytes, max(b, 1) * m * k):
             continue
         if _unfuse(op.operation, roles, b, m, k, n) is not None:
             done += 1

@@ -3,7 +3,7 @@ crash torch-mlir's pipelines. Each failure is an UnsupportedOp naming the node, 
 
 from __future__ import annotations
 
-from ..errors import UnsupportedOp
+from ..errors import ShapeMismatch, UnsupportedOp
 
 # ONNX TensorProto element types the importer and the linalg pipeline carry through (onnx.TensorProto enum).
 # Strings, complex numbers, 4-bit and 8-bit floats stop here with a clear message.
@@ -88,6 +88,8 @@ def check_known_failures(m) -> None:
               for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output)
               if vi.type.tensor_type.HasField("shape")}
     ranks = {k: len(v) for k, v in shapes.items()}
+    ranks.update({i.name: len(i.dims) for i in m.graph.initializer})
+    check_axes(m.graph, ranks)
     consts = _Constants(m)
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
@@ -104,6 +106,54 @@ def check_known_failures(m) -> None:
         why = _wrong_lowering(n, shapes, consts)
         if why:
             raise UnsupportedOp(f"{node_desc(n)}: {why}")
+
+
+# Ops whose `axis` attribute names a dimension of input 0: valid in [-rank, rank). Flatten's may be rank too, and
+# OneHot's counts in its output, one rank more.
+_AXIS_OF_INPUT = {"Softmax", "LogSoftmax", "Hardmax", "Gather", "GatherElements", "ArgMax", "ArgMin", "Split",
+                  "TopK", "Compress", "Concat", "ScatterElements", "Scatter", "LayerNormalization", "Unique",
+                  "QuantizeLinear", "DequantizeLinear", "CumSum", "LpNormalization", "Gelu", "SplitToSequence"}
+_AXES_OF_INPUT = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                  "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Squeeze", "MeanVarianceNormalization"}
+
+
+def _int_attrs(node, name: str) -> list[int] | None:
+    for a in node.attribute:
+        if a.name == name:
+            return [a.i] if a.type == a.INT else list(a.ints) if a.type == a.INTS else None
+    return None
+
+
+def check_axes(graph, ranks: dict[str, int]) -> None:
+    """Axis attributes out of their op's range are refused naming the node: torch-mlir's converters normalise an
+    axis by adding the rank until it is not negative, which for an axis like -2^40 (one flipped bit) loops for
+    hours. Ranks not known here are left to the later checks. ShapeMismatch, not UnsupportedOp: expanding the op
+    into its function body (what the importer tries for UnsupportedOp) cannot make a bad axis valid."""
+    for n in graph.node:
+        if n.domain not in ("", "ai.onnx") or not n.input:
+            continue
+        rank = ranks.get(n.input[0])
+        out_rank = ranks.get(n.output[0]) if n.output else None
+        checks = []
+        if n.op_type in _AXIS_OF_INPUT or n.op_type == "Flatten":
+            checks.append(("axis", rank, 1 if n.op_type == "Flatten" else 0))
+        elif n.op_type == "OneHot":
+            checks.append(("axis", out_rank, 0))
+        elif n.op_type == "Unsqueeze":
+            checks.append(("axes", out_rank, 0))
+        elif n.op_type == "ReverseSequence":
+            checks += [("batch_axis", rank, 0), ("time_axis", rank, 0)]
+        if n.op_type in _AXES_OF_INPUT:
+            checks.append(("axes", rank, 0))
+        for name, r, extra in checks:
+            values = _int_attrs(n, name)
+            if values is None or r is None:
+                continue
+            for v in values:
+                if not -max(r, 1) <= v < max(r, 1) + extra:
+                    hi = max(r, 1) + extra
+                    raise ShapeMismatch(f"{node_desc(n)}: {name} {v} is out of range for a rank-{r} tensor (valid: "
+                                        f"{-max(r, 1)} to {hi - 1}); fix the model's attribute")
 
 
 class _Constants:
@@ -238,6 +288,13 @@ def check_ops(m, expandable=lambda node: False) -> None:
     of domains torch-mlir does not lower, unless `expandable(node)` (it has an ONNX function body to expand)."""
     import onnx
 
+    from ..errors import CompileError
+
+    for i, n in enumerate(iter_nodes(m.graph)):
+        # protobuf hands back bytes for a string field that is not valid UTF-8 (a damaged file)
+        if not all(isinstance(t, str) for t in (n.op_type, n.domain, n.name, *n.input, *n.output)):
+            raise CompileError(f"node {i} of the model has an op type, domain or value name that is not UTF-8 text "
+                               f"({n.op_type!r}); the model is damaged, export it again", stage="onnx-load")
     opsets = {(o.domain or ""): o.version for o in m.opset_import}
     local = {(f.domain, f.name) for f in m.functions}
     for n in iter_nodes(m.graph):
@@ -278,8 +335,37 @@ def _check_value_type(vi, role: str, users: dict[str, list]) -> None:
                             f"support (supported: {', '.join(sorted(set(IMPORTABLE.values())))})")
 
 
+# TensorProto element type -> (bytes per element in raw_data, the typed field that holds it otherwise).
+_STORAGE = {1: (4, "float_data"), 2: (1, "int32_data"), 3: (1, "int32_data"), 5: (2, "int32_data"),
+            6: (4, "int32_data"), 7: (8, "int64_data"), 9: (1, "int32_data"), 10: (2, "int32_data"),
+            11: (8, "double_data"), 16: (2, "int32_data")}
+
+
+def check_tensor_data(t, what: str) -> None:
+    """A tensor's data holds exactly its dims' elements (a damaged model's raw_data may not: numpy's reshape then
+    fails far from the cause)."""
+    from ..errors import CompileError
+
+    if t.data_location == t.EXTERNAL or t.data_type not in _STORAGE:
+        return
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise CompileError(f"{what} has negative dims {dims}; the model is damaged", stage="onnx-load")
+    n = 1
+    for d in dims:
+        n *= d
+    size, field = _STORAGE[t.data_type]
+    have = len(t.raw_data) // size if t.HasField("raw_data") else len(getattr(t, field))
+    exact = not t.HasField("raw_data") or len(t.raw_data) % size == 0
+    if have != n or not exact:
+        stored = f"{len(t.raw_data)} bytes" if t.HasField("raw_data") else f"{have} values"
+        raise CompileError(f"{what} has dims {dims} ({n} elements of {_dtype_name(t.data_type)}) but holds {stored}; "
+                           f"the model is damaged or truncated, export it again", stage="onnx-load")
+
+
 def check_dtypes(m) -> None:
-    """Graph inputs, outputs, initializers and every typed value must have a dtype we carry through."""
+    """Graph inputs, outputs, initializers and every typed value must have a dtype we carry through, and every
+    initializer and Constant tensor as many elements as its dims say."""
     users: dict[str, list] = {}
     for n in iter_nodes(m.graph):
         for i in n.input:
@@ -291,6 +377,7 @@ def check_dtypes(m) -> None:
             where = f" (used by {node_desc(who[0])})" if who else ""
             raise UnsupportedOp(f"initializer '{init.name}'{where} has dtype {_dtype_name(init.data_type)}, which "
                                 f"portable does not support")
+        check_tensor_data(init, f"initializer '{init.name}'")
     for vi in m.graph.input:
         _check_value_type(vi, "input", users)
     for vi in m.graph.output:
@@ -309,7 +396,19 @@ def check_dtypes(m) -> None:
             if a.type == a.TENSOR and a.t.data_type not in IMPORTABLE:
                 raise UnsupportedOp(f"{node_desc(n)}: attribute '{a.name}' is a tensor of dtype "
                                     f"{_dtype_name(a.t.data_type)}, which portable does not support")
+            if a.type == a.TENSOR:
+                check_tensor_data(a.t, f"{node_desc(n)}: attribute '{a.name}'")
 
 
-__all__ = ["check_ops", "check_dtypes", "check_inferred", "check_known_failures", "name_nodes", "pad_outputs",
-           "iter_nodes", "node_desc", "IMPORTABLE"]
+__all__ = [
+    "IMPORTABLE",
+    "check_axes",
+    "check_dtypes",
+    "check_inferred",
+    "check_known_failures",
+    "check_ops",
+    "iter_nodes",
+    "name_nodes",
+    "node_desc",
+    "pad_outputs",
+]

@@ -11,6 +11,8 @@ lowering at all. Shapes are static here, so each rewrite builds its masks and io
 - TopK: the rank of every element from pairwise comparisons (ties: lower index first), then a one-hot select.
 - Compress: a constant condition becomes a Gather with constant indices.
 - LpPool: |x|^p summed over the window by a Conv with a ones kernel, then ^(1/p).
+- Gather, GatherElements, GatherND: constant indices range-checked; run-time ones clamped into the data (the
+  kernels read unchecked).
 
 Every mask is bounded by MAX_MASK elements; a larger one raises UnsupportedOp naming its size.
 """
@@ -459,3 +461,54 @@ def _lp_pool(node, b: Builder) -> bool:
 
 
 __all__ = ["MAX_MASK"]
+
+
+# ------------------------------------------------------------------------------------------------ gathers
+
+
+@rewrite("Gather", "GatherElements", "GatherND")
+def _gather_in_bounds(node, b: Builder) -> bool:
+    """Indices in bounds. ONNX takes indices in [-n, n), negative ones counting from the end; onnxruntime refuses
+    others. Constant indices out of range are refused here, naming the node. Indices computed at run time are
+    clamped into [-n, n - 1] and the negative ones wrapped (+ n) before the gather: the lowered kernel reads
+    `data[index]` unchecked, and an index past the end would read another buffer's memory. An index out of range
+    at run time so reads the nearest edge row instead of failing as onnxruntime does (README: known limits)."""
+    from ..errors import ShapeMismatch
+    from .onnx_checks import node_desc
+
+    data, indices = node.input[:2]
+    dshape, ishape = b.shape(data), b.shape(indices)
+    itype = _elem_type(b, indices)
+    if dshape is None or ishape is None or itype not in (_INT32, _INT64) or len(dshape) == 0:
+        return False
+    if node.op_type == "GatherND":
+        batch = int(b.attr("batch_dims", 0))
+        k = ishape[-1] if ishape else 0
+        if not ishape or not 0 <= batch < len(ishape) or batch + k > len(dshape):
+            return False  # malformed: left to shape inference and torch-mlir's own checks
+        sizes = np.array(dshape[batch:batch + k], np.int64)
+        attrs = {"batch_dims": batch}
+    else:
+        axis = _norm_axis(b, int(b.attr("axis", 0)), len(dshape))
+        sizes = np.array(dshape[axis], np.int64)
+        attrs = {"axis": axis}
+    if 0 in ishape or not sizes.all():
+        return False  # nothing is read (or nothing can be): torch-mlir's lowering handles empty gathers
+    const = b.const(indices)
+    if const is not None:
+        bad = (const < -sizes) | (const >= sizes)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            n = int(np.broadcast_to(sizes, const.shape)[at])
+            raise ShapeMismatch(f"{node_desc(node)}: index {int(const[at])} (at {at} of its indices) is out of range "
+                                f"for a dimension of size {n} (valid: {-n} to {n - 1}); fix the model's indices")
+        return False
+    dtype = np.int32 if itype == _INT32 else np.int64
+    # Clamped into [-n, n - 1], then Python's modulo wraps the negative ones. (Not Where/Add: ONNX shape inference
+    # propagates Add over a 1-D int64 tensor as if it were a shape, one symbolic dim per element: minutes for
+    # large index tensors.)
+    inside = b.op("Max", [b.op("Min", [indices, b.constant((sizes - 1).astype(dtype), "last")]),
+                          b.constant((-sizes).astype(dtype), "first")])
+    safe = b.op("Mod", [inside, b.constant(sizes.astype(dtype), "size")], fmod=0)
+    b.op(node.op_type, [data, safe], list(node.output), **attrs)
+    return True

@@ -11,6 +11,10 @@ work (Where, MatMul, ReduceSum, Gather) for the device.
 A rewrite is a function registered with `@rewrite("Op", ...)`; it gets the node and a `Builder` and returns
 True when it replaced the node (emitting the replacement through the builder), False to leave it to torch-mlir.
 Emitted nodes are named '<node name>/<op>_<i>' so diagnostics still point at the original node.
+
+Which path each node of a rewritten op took (its rewrite, with the rewrite's `b.note` saying why, or torch-mlir's
+lowering) is kept in the model's metadata and put on the imported MLIR module by `annotate`; the compiler writes it
+to the PORTABLE_DUMP directory as onnx-decompositions.txt.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class Builder:
         self._shapes, self._types, self._consts, self._taken = shapes, elem_types, consts, taken
         self.nodes: list = []
         self.initializers: list = []
+        self.note = ""  # why the node was rewritten, for the dump
 
     # -- what is known about values
     def shape(self, name: str) -> tuple | None:
@@ -140,35 +145,102 @@ def _known(m) -> tuple[dict, dict, dict]:
     return shapes, types, consts
 
 
-def decompose(m, infer):
-    """Apply the registered rewrites to the top-level graph; returns the (re-inferred) model."""
+PATHS_KEY = "portable.onnx_paths"  # metadata_props entry: one line per node of an op with a rewrite
+
+
+def decompose(m, infer, _done: frozenset = frozenset()):
+    """Apply the registered rewrites to the top-level graph; returns the (re-inferred) model. `_done`: names of
+    nodes already visited (emitted by a rewrite or left to torch-mlir) by an earlier round."""
     from . import (  # noqa: F401
         onnx_decomp_grid,
         onnx_decomp_index,
         onnx_decomp_linalg,
+        onnx_decomp_pool,
         onnx_decomp_signal,
         onnx_decomp_spectral,
     )
-    if not any(n.op_type in REWRITES and n.domain in ("", "ai.onnx") for n in m.graph.node):
+    from ..errors import PortableError, UnsupportedOp
+    from .onnx_describe import node_detail
+
+    def candidate(n) -> bool:
+        return n.op_type in REWRITES and n.domain in ("", "ai.onnx") and n.name not in _done
+
+    if not any(candidate(n) for n in m.graph.node):
         return m
     shapes, types, consts = _known(m)
     taken = {o for n in m.graph.node for o in list(n.output) + [n.name]} | set(shapes)
-    out, changed = [], False
-    for n in m.graph.node:
-        fn = REWRITES.get(n.op_type) if n.domain in ("", "ai.onnx") else None
-        if fn is not None:
-            b = Builder(m, n, shapes, types, consts, taken)
-            if fn(n, b):
-                out.extend(b.nodes)
-                m.graph.initializer.extend(b.initializers)
-                changed = True
-                continue
+    out, changed, reshaped, notes = [], False, False, []
+    nodes = list(m.graph.node)
+    for k, n in enumerate(nodes):
+        if reshaped:  # shapes downstream are stale: the rest waits for the next round
+            out.extend(nodes[k:])
+            break
+        if not candidate(n):
+            out.append(n)
+            continue
+        before = {o: shapes.get(o) for o in n.output}
+        b = Builder(m, n, shapes, types, consts, taken)
+        try:
+            done = REWRITES[n.op_type](n, b)
+        except PortableError:
+            raise
+        except Exception as e:  # a rewrite's numpy or protobuf error on an odd node: name the node, not a traceback
+            raise UnsupportedOp(f"{node_detail(n)}: its decomposition failed: {type(e).__name__}: {e}") from e
+        if done:
+            out.extend(b.nodes)
+            m.graph.initializer.extend(b.initializers)
+            changed = True
+            notes.append(f"{node_detail(n)}: decomposed: {b.note or 'rewritten into ' + _op_list(b.nodes)}")
+            _done = _done | {e.name for e in b.nodes}
+            reshaped = any(before[o] is not None and shapes.get(o) != before[o] for o in n.output)
+            continue
+        notes.append(f"{node_detail(n)}: torch-mlir's lowering")
+        _done = _done | {n.name}
         out.append(n)
+    _add_paths(m, notes)
     if not changed:
         return m
     del m.graph.node[:]
     m.graph.node.extend(out)
+    if reshaped:
+        # A rewrite computed another shape than ONNX inference had (onnxruntime's, where the two disagree):
+        # every inferred shape after it is stale, so all are inferred again from the pinned inputs.
+        del m.graph.value_info[:]
+        for vi in m.graph.output:
+            if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+                for d in vi.type.tensor_type.shape.dim:
+                    d.Clear()
+        return decompose(infer(m), infer, _done)
     return infer(m)
 
 
-__all__ = ["decompose", "rewrite", "Builder", "REWRITES"]
+def _op_list(nodes) -> str:
+    return " + ".join(dict.fromkeys(n.op_type for n in nodes)) or "nothing"
+
+
+def _add_paths(m, notes: list[str]) -> None:
+    if not notes:
+        return
+    entry = next((p for p in m.metadata_props if p.key == PATHS_KEY), None)
+    if entry is None:
+        entry = m.metadata_props.add()
+        entry.key = PATHS_KEY
+    entry.value = "\n".join(filter(None, [entry.value] + notes))
+
+
+def paths(m) -> list[str]:
+    """The lines `decompose` recorded for `m`: '<node>: decomposed: <why>' or '<node>: torch-mlir's lowering'."""
+    entry = next((p for p in m.metadata_props if p.key == PATHS_KEY), None)
+    return entry.value.split("\n") if entry is not None and entry.value else []
+
+
+def annotate(module, m) -> None:
+    """Put the recorded paths on the imported MLIR module (attribute PATHS_KEY, an array of strings)."""
+    from ..compiler.mlir import ir
+
+    lines = paths(m)
+    if lines:
+        module.attributes[PATHS_KEY] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in lines])
+
+
+__all__ = ["PATHS_KEY", "REWRITES", "Builder", "annotate", "decompose", "paths", "rewrite"]

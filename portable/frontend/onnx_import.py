@@ -21,8 +21,10 @@ compile cache (keyed by the MLIR text, which carries the shapes) makes a repeate
 constants with `input_values`; the graph is then specialized to those values too.
 
 Every failure is a PortableError naming the node, its op type and the reason: `UnsupportedOp` for ops,
-dtypes and types with no lowering, `CompileError` for a malformed model or a failing importer stage,
-`ShapeMismatch` for `input_shapes` that contradict the model.
+dtypes and types with no lowering and for any failure of torch-mlir's importer or pipelines on a node (its first
+line names the node and its attributes, torch-mlir's diagnostics follow), `CompileError` for a malformed model,
+`ShapeMismatch` for `input_shapes` that contradict the model. The MLIR text keeps torch-mlir's locations (each op
+at its node's name), so the compiler can name the node too.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from .onnx_checks import (
     pad_outputs,
 )
 from .onnx_control import unroll_control_flow, unroll_legacy_scans
-from .onnx_decompose import decompose
+from .onnx_decompose import annotate, decompose
+from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
 
@@ -207,13 +210,13 @@ def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: di
         raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
                             f"{', '.join(map(repr, names)) or 'none'}")
     declared = {vi.name: vi.type.tensor_type.elem_type for vi in runtime_inputs(m)}
-    for name, value in input_values.items():
+    values = {name: np.asarray(value) for name, value in input_values.items()}
+    pinned = resolve_shapes(m, {**input_shapes, **{k: v.shape for k, v in values.items()}})
+    for name, value in values.items():
         arr = np.asarray(value)
         if declared.get(name):  # a Python float or int takes the input's declared dtype
             arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]), copy=False)
         m.graph.initializer.append(numpy_helper.from_array(arr, name))
-        input_shapes[name] = arr.shape
-    pinned = resolve_shapes(m, input_shapes)
     for vi in runtime_inputs(m):
         if vi.name not in pinned:
             continue
@@ -227,13 +230,26 @@ def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: di
         m.graph.input.remove(vi)
         pinned.pop(name, None)
     # Stale intermediate shapes would contradict the pinned ones: inference computes them again. Outputs keep
-    # their rank (a check on the model) but not their sizes: exporters write stale, symbolic or -1 sizes there.
+    # their rank and their positive sizes (the only source where a size depends on input values); -1 / 0 sizes
+    # are unknown, and sizes inference contradicts are dropped there (infer_shapes).
     del m.graph.value_info[:]
     for vi in m.graph.output:
         if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
             for d in vi.type.tensor_type.shape.dim:
-                d.Clear()
+                if not _known(d):
+                    d.Clear()
     return pinned
+
+
+def _without_output_sizes(m):
+    """A copy of `m` whose graph outputs keep their rank but no sizes."""
+    c = type(m)()
+    c.CopyFrom(m)
+    for vi in c.graph.output:
+        if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+            for d in vi.type.tensor_type.shape.dim:
+                d.Clear()
+    return c
 
 
 def upgrade_opset(m):
@@ -258,6 +274,13 @@ def infer_shapes(m):
     try:
         return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:  # InferenceError, ValidationError, or a C++ exception surfaced as RuntimeError
+        if any(d.HasField("dim_value") for vi in m.graph.output for d in vi.type.tensor_type.shape.dim):
+            # Declared output sizes are hints: exporters leave stale ones (a Paddle export's [1, 1, 1]).
+            try:
+                return onnx.shape_inference.infer_shapes(_without_output_sizes(m), check_type=True,
+                                                         strict_mode=True, data_prop=True)
+            except Exception:  # noqa: BLE001 - the model's own error is the one to report
+                pass
         msg = str(e).strip()
         node = re.search(r"node name: ([^)]*)\)|Name: ([^\s]+) OpType: (\S+)", msg)
         hint = f" (at {node.group(0)})" if node else ""
@@ -266,18 +289,25 @@ def infer_shapes(m):
 
 # ------------------------------------------------------------------------------------------- importing
 class _Nodes:
-    """Node name -> op type, to turn MLIR diagnostic locations back into ONNX nodes."""
+    """Node name -> node, to turn MLIR diagnostic locations back into ONNX nodes."""
 
     def __init__(self, m):
-        self.ops = {n.name: (n.domain, n.op_type) for n in iter_nodes(m.graph)}
+        self.protos = {n.name: n for n in iter_nodes(m.graph)}
 
     def desc(self, name: str) -> str:
-        dom, op = self.ops.get(name, ("", "?"))
+        """'node 'name' (op Type)': for diagnostic lines."""
+        n = self.protos.get(name)
+        dom, op = (n.domain, n.op_type) if n is not None else ("", "?")
         return f"node '{name}' (op {dom + ':' if dom and dom != 'ai.onnx' else ''}{op})"
+
+    def detail(self, name: str) -> str:
+        """The node with its attributes: for the first line of an error."""
+        n = self.protos.get(name)
+        return node_detail(n) if n is not None else self.desc(name)
 
     def in_location(self, loc: str) -> str | None:
         for s in re.findall(r'"((?:[^"\\]|\\.)*)"', loc):
-            if s in self.ops:
+            if s in self.protos:
                 return s
         return None
 
@@ -318,29 +348,29 @@ def _unlowered_torch_op(module, nodes: _Nodes, ir) -> tuple[str, str | None] | N
 
 
 def _run_pipeline(module, pipeline: str, stage: str, nodes: _Nodes, ir, passmanager) -> None:
+    """Run one of torch-mlir's pipelines. A failure is torch-mlir's, not the model's (the model passed ONNX's
+    checks and shape inference): UnsupportedOp naming the node and its attributes, the diagnostics after."""
     try:
         passmanager.PassManager.parse(pipeline).run(module)
     except ir.MLIRError as e:
         node, text = _diagnostics(e, nodes)
         legalize = re.search(r"failed to legalize operation '([^']+)'", text)
+        what = None
         if legalize:
             what = legalize.group(1)
             if what == "torch.operator":
                 m = re.search(r'name = "onnx\.([\w.]+)"', text)
                 what = f"onnx.{m.group(1)}" if m else what
-            if what.startswith(_TORCH_PLUMBING) or what == "func.func" or not node:
-                # A constant or the function signature is only where the conversion stopped: the op it could
-                # not lower is still in the (partially converted) module, at its ONNX node's location.
-                stuck = _unlowered_torch_op(module, nodes, ir)
-                if stuck:
-                    what, node = stuck[0], stuck[1] or node
-            lead = f"{nodes.desc(node)}: " if node else ""
+        if not node or (what and (what.startswith(_TORCH_PLUMBING) or what == "func.func")):
+            # A constant or the function signature is only where the conversion stopped: the op it could not
+            # lower is still in the (partially converted) module, at its ONNX node's location.
+            stuck = _unlowered_torch_op(module, nodes, ir)
+            if stuck:
+                what, node = (stuck[0] if what else what), stuck[1] or node
+        lead = f"{nodes.detail(node)}: " if node else ""
+        if what:
             raise UnsupportedOp(f"{lead}torch-mlir has no lowering for '{what}' ({stage}):\n{text}") from e
-        if re.search(r"unimplemented|unsupported|not supported", text, re.I):
-            lead = f"{nodes.desc(node)}: " if node else ""
-            raise UnsupportedOp(f"{lead}{stage} cannot lower it:\n{text}") from e
-        lead = f" at {nodes.desc(node)}" if node else ""
-        raise CompileError(f"{stage} failed{lead}:\n{text}", stage=stage) from e
+        raise UnsupportedOp(f"{lead}torch-mlir's {stage} failed on it:\n{text}") from e
 
 
 def _leftover_ops(module, nodes: _Nodes, allowed, ir) -> None:
@@ -357,13 +387,48 @@ def _leftover_ops(module, nodes: _Nodes, allowed, ir) -> None:
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    bad.sort(key=lambda b: b[0].endswith(".yield"))  # name the op, not its region terminator
+    # Name an op at a node's location (module-level ones such as ml_program.global have none), not a terminator.
+    bad.sort(key=lambda b: (nodes.in_location(b[1]) is None, b[0].endswith(".yield")))
     if bad:
         detail, loc = bad[0]
         n = nodes.in_location(loc)
-        where = nodes.desc(n) if n else f"location {loc}"
+        where = nodes.detail(n) if n else f"location {loc}"
         more = f" (and {len(bad) - 1} more op(s): {', '.join(sorted({b[0] for b in bad[1:]}))})" if len(bad) > 1 else ""
         raise UnsupportedOp(f"{where}: '{detail}' has no lowering to linalg on tensors{more}")
+
+
+def _node_in_traceback(e: BaseException, nodes: _Nodes) -> str | None:
+    """The ONNX node torch-mlir's importer was importing when it raised: the innermost frame holding a `node`
+    local that is one of the model's nodes (the importer names none in its own exceptions)."""
+    found, tb = None, e.__traceback__
+    while tb is not None:
+        n = tb.tb_frame.f_locals.get("node")
+        if getattr(n, "op_type", None) is not None and getattr(n, "name", None) in nodes.protos:
+            found = n.name
+        tb = tb.tb_next
+    return found
+
+
+def _import_graph(importer, m, ctx, nodes: _Nodes, ir):
+    """torch-mlir's importer on `m`: the module's operation. Failures name the node being imported."""
+    try:
+        info = importer.ModelInfo(m)
+        module = info.create_module(context=ctx).operation
+        importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        return module
+    except PortableError:
+        raise
+    except ir.MLIRError as e:
+        node, text = _diagnostics(e, nodes)
+        node = node or _node_in_traceback(e, nodes)
+        lead = f"{nodes.detail(node)}: " if node else ""
+        raise UnsupportedOp(f"{lead}torch-mlir's ONNX importer failed on it:\n{text}") from e
+    except Exception as e:  # OnnxImportError, or the importer's own asserts and indexing
+        node = _node_in_traceback(e, nodes)
+        if node is None and not isinstance(e, importer.OnnxImportError):
+            raise CompileError(f"ONNX import failed: {type(e).__name__}: {e}", stage="onnx-import") from e
+        lead = f"{nodes.detail(node)}: " if node else ""
+        raise UnsupportedOp(f"{lead}torch-mlir's ONNX importer cannot import it: {type(e).__name__}: {e}") from e
 
 
 def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
@@ -410,7 +475,7 @@ ALWAYS_EXPAND = {
     "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 }
 MAX_EXPANSIONS = 6  # ops expanded into their function bodies, one more per import attempt
-_NODE_IN_MESSAGE = re.compile(r"node '[^']+' \(op (?:([\w.]+):)?(\w+)\)")
+_NODE_IN_MESSAGE = re.compile(r"node '[^']+' \(op (?:([\w.]+):)?(\w+)[,)]")
 _EXPANDABLE_STAGES = {"onnx-import", "torch-onnx-to-torch-backend-pipeline",
                       "torch-backend-to-linalg-on-tensors-backend-pipeline"}
 
@@ -458,27 +523,15 @@ def _import(m0, expand: set):
     ctx = ir.Context()
     torch_dialect.register_dialect(ctx)
     with ctx:
-        try:
-            info = importer.ModelInfo(m)
-            module = info.create_module(context=ctx).operation
-            importer.NodeImporter.define_function(info.main_graph, module).import_all()
-        except importer.OnnxImportError as e:
-            raise UnsupportedOp(f"torch-mlir's ONNX importer cannot import the model: {e}") from e
-        except ir.MLIRError as e:
-            node, text = _diagnostics(e, nodes)
-            raise CompileError(f"ONNX import failed{' at ' + nodes.desc(node) if node else ''}: {text}",
-                               stage="onnx-import") from e
-        except PortableError:
-            raise
-        except Exception as e:  # the importer asserts and indexes freely; never let that escape as a crash
-            raise CompileError(f"ONNX import failed: {type(e).__name__}: {e}", stage="onnx-import") from e
+        module = _import_graph(importer, m, ctx, nodes, ir)
         _run_pipeline(module, ONNX_TO_TORCH, "torch-onnx-to-torch-backend-pipeline", nodes, ir, passmanager)
         _leftover_ops(module, nodes, lambda n: n != "torch.operator", ir)
         _run_pipeline(module, TORCH_TO_LINALG, "torch-backend-to-linalg-on-tensors-backend-pipeline", nodes,
                       ir, passmanager)
         _leftover_ops(module, nodes, lambda n: n.split(".")[0] in _CONTRACT_DIALECTS, ir)
         _check_static_signature(module, m)
-        return str(module)
+        annotate(module, m)  # which ops were decomposed: the compiler's dump shows it
+        return module.get_asm(enable_debug_info=True)
 
 
 def _check_static_signature(module, m) -> None:
