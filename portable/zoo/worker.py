@@ -29,7 +29,7 @@ from .registry import Entry, get
 FORMAT = 1
 TOLERANCE = 1e-3  # max |out - ref| / max |ref| per output, the issue's bar
 STEADY_RUNS, STEADY_BUDGET_S = 5, 10.0
-_NODE = re.compile(r"node '([^']*)' \(op ([\w.:]+)\)")
+_NODE = re.compile(r"node '([^']*)' \(op ([\w.:]+)[,)]")  # '(op MaxPool)' or '(op MaxPool, kernel_shape=...)'
 
 
 def version(dist: str) -> str:
