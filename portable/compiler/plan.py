@@ -198,7 +198,8 @@ class PlanBuilder:
         raise CompileError(f"kernel {sym} launched by the host is not in the module", stage="plan")
 
 
-def dispatches(builder: PlanBuilder, kernel_index: dict[tuple[str, str], int], splits: dict | None = None) -> list[Dispatch]:
+def dispatches(builder: PlanBuilder, kernel_index: dict[tuple[str, str], int],
+               splits: dict | None = None) -> list[Dispatch]:
     """The plan's dispatches; a launch of a split group (`splits[i]`, split.Split, launch i = group i) becomes
     one dispatch per chunk, binding the buffers it reads and writes in chunks at the chunk's byte range."""
     out: list[Dispatch] = []

@@ -99,7 +99,8 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else _new_dir(Path(DEFAULT_ROOT), f"{now:%Y-%m-%d}-{host}")
     cache = Path(args.cache) if args.cache else config.cache_dir() / "zoo"
     meta = {"date": now.isoformat(timespec="seconds"), "host": host, "platform": platform.platform(),
-            "python": platform.python_version(), "command": " ".join(["portable", *getattr(args, "argv", sys.argv[1:])]),
+            "python": platform.python_version(),
+            "command": " ".join(["portable", *getattr(args, "argv", sys.argv[1:])]),
             "device_info": info, "tolerance": TOLERANCE, "timeout_s": args.timeout,
             "packages": {"portable": __version__, **{p: version(p) for p in PACKAGES}}}
     print(f"{len(selected)} models x {len(uris)} devices ({', '.join(uris)}) -> {out}", file=sys.stderr)
