@@ -30,9 +30,9 @@ FREE = {"arith.constant", "linalg.yield", "linalg.index"}
 # Arithmetic a device does in the time it moves one byte to and from its memory: ~10 for CPUs' memory
 # bandwidth against their vector units, 10-20 for GPUs. Lower keeps fewer producers fused.
 FLOPS_PER_BYTE = 4
-# One more dispatch (its launch, the barrier before its reader) as arithmetic: a few microseconds of a device
+# One more dispatch (its launch, the barrier before its reader) as arithmetic: tens of microseconds of a device
 # doing a few GFLOP/s (a CPU driver); small producers, a pooled vector before a classifier, stay fused.
-LAUNCH_OPS = 20000
+LAUNCH_OPS = 250_000
 
 
 def body_cost(ops: list[ir.Operation]) -> int:
