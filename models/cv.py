@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from portable.zoo.builders import calibrate_batchnorm as _calibrate
+
 ONNX_DIR = Path(__file__).resolve().parent / "onnx"
 OPSET = 18
 
@@ -169,27 +171,9 @@ def init_weights(model: nn.Module) -> nn.Module:
 
 def calibrate_batchnorm(model: nn.Module, input_shape: tuple[int, ...], seed: int, batches: int = 4,
                         batch: int = 8) -> nn.Module:
-    """Give every BatchNorm real running statistics and non-trivial affine parameters, then switch to eval.
-
-    Fresh BatchNorm layers have mean 0, var 1, gamma 1, beta 0: an identity that tests nothing, and deep
-    stacks of unnormalised activations blow up or vanish. So: gamma ~ U(0.75, 1.25) and beta ~ N(0, 0.1^2),
-    then the running mean and variance are measured over `batches` random batches in training mode
-    (cumulative average), as training would leave them. Activations keep a unit-ish scale through any depth."""
-    g = torch.Generator().manual_seed(seed)
-    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
-    with torch.no_grad():
-        for m in bns:
-            c = m.num_features
-            m.weight.copy_(0.75 + 0.5 * torch.rand(c, generator=g))
-            m.bias.copy_(0.1 * torch.randn(c, generator=g))
-            m.reset_running_stats()
-            m.momentum = None  # cumulative average over the calibration batches
-        model.train()
-        for _ in range(batches):
-            model(torch.randn((batch, *input_shape[1:]), generator=g))
-        for m in bns:
-            m.momentum = 0.1
-    return model.eval()
+    """Every BatchNorm given real running statistics and non-trivial affine parameters, then eval mode
+    (the zoo's calibration: portable/zoo/builders.py)."""
+    return _calibrate(model, input_shape, batches=batches, batch=batch, seed=seed)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class CompiledGraph:
         # compiled for them. `specialize` maps the call's arrays to that variant.
         self._specialize = specialize
         self._variants: OrderedDict[tuple, CompiledGraph] = OrderedDict()
+        self._shapes = tuple(tuple(sig.shape) for sig in exe.inputs)
 
     @property
     def inputs(self):
@@ -97,7 +98,7 @@ class CompiledGraph:
         if self._specialize is None or len(inputs) != len(self.executable.inputs):
             return self
         shapes = tuple(tuple(np.shape(a)) for a in inputs)
-        if shapes == tuple(tuple(sig.shape) for sig in self.executable.inputs):
+        if shapes == self._shapes:
             return self
         with self._lock:
             g = self._variants.get(shapes)

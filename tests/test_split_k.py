@@ -161,7 +161,7 @@ def test_no_split_without_the_profile_key_or_with_outputs_enough(device, tmp_pat
 @pytest.mark.parametrize("reduction_threads", [0, 64], ids=["cpu-profile", "gpu-profile"])
 def test_swiglu_before_a_matrix_vector_product(device, tmp_path, reduction_threads):
     """(silu(gate) * up) @ w: with a reduction per thread (CPU drivers' profiles) SwiGLU runs once in a kernel of
-    its own, not once per output column inside the product (split_k.unfuse_matvecs); a GPU profile without
+    its own, not once per output column inside the product (split_k.unfuse_producers); a GPU profile without
     split-K keeps it fused (a workgroup per output shares it). The same values either way."""
     g = portable.Graph("swiglu")
     gate, up, w = g.input((1, 512)), g.input((1, 512)), g.input((512, 96))

@@ -132,7 +132,7 @@ def _init_as(value: ir.Value, shape: list[int]) -> ir.Value:
     return linalg.fill(scalar, outs=[tensor.EmptyOp(shape, elem).result])
 
 
-def _matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]] | None:
+def matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]] | None:
     """(b, m, k, n, roles) when `op` is a matmul [m, k] x [k, n] -> [m, n], or a batch of b of them ([b, m, k] x
     [b, k, n]: attention's products over a cache, one per head), up to unit loops and to fused producers, else
     None; b = 0 without a batch loop. m may be a unit loop (a flattened pooling's matrix-vector product keeps its
@@ -279,7 +279,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector product); False
     when it does not apply. One with fused producers only while K is under `reduction_k`, where the
     workgroup-per-output reduction starts."""
-    form = _matmul_form(op)
+    form = matmul_form(op)
     if form is None:
         return False
     b, m, k, n, roles = form
@@ -356,7 +356,7 @@ def unfuse_producers(func_op: ir.Operation, profile: dict) -> int:
     which takes such producers out itself where it splits. Returns how many it rewrote."""
     done = 0
     for op in list(func_op.regions[0].blocks[0].operations):
-        form = _matmul_form(op.operation)
+        form = matmul_form(op.operation)
         if form is None:
             continue
         b, m, k, n, roles = form

@@ -17,6 +17,7 @@ from . import fusion_cost
 from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
 from .mlir import ir, linalg, tensor
 from .rewrites import rebuild_generic
+from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decides those
 
 
 def _factor(op: ir.Operation):
@@ -150,11 +151,9 @@ def _unfuse_one(op: ir.Operation) -> bool:
 def unfuse_reductions(func_op: ir.Operation) -> int:
     """Take producers out of product-accumulating reductions that are not matmul forms, where the cost model
     says so; returns how many it rewrote."""
-    from .split_k import _matmul_form  # matmul forms: split_k.unfuse_producers decides those
-
     done = 0
     for op in list(func_op.regions[0].blocks[0].operations):
-        if op.name == "linalg.generic" and _matmul_form(op.operation) is None and _unfuse_one(op.operation):
+        if op.name == "linalg.generic" and matmul_form(op.operation) is None and _unfuse_one(op.operation):
             done += 1
     return done
 

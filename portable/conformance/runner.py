@@ -32,14 +32,14 @@ DEFAULT_TIMEOUT_S = 180.0
 CASES_PER_WORKER = 150  # then a fresh worker: bounds what MLIR contexts and drivers leak over a long run
 
 
-def _clean(v: Any) -> Any:
+def json_safe(v: Any) -> Any:
     """JSON-safe: non-finite floats as strings."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
+        return {k: json_safe(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
+        return [json_safe(x) for x in v]
     return v
 
 
@@ -66,7 +66,7 @@ class Results:
 
     def add(self, case: Case, column: str, rec: dict) -> None:
         self.data["cases"].setdefault(case.name, {"suite": case.suite, "op": case.op})
-        self.data["results"].setdefault(case.name, {})[column] = _clean(rec)
+        self.data["results"].setdefault(case.name, {})[column] = json_safe(rec)
         self._dirty += 1
         if self._dirty >= 50 or time.monotonic() - self._saved > 5:
             self.save()

@@ -34,9 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..errors import CompileError, PortableError, ShapeMismatch, UnsupportedOp
+from ..errors import CompileError, PortableError, UnsupportedOp
 from .onnx_checks import (
     check_dtypes,
     check_inferred,
@@ -51,11 +49,11 @@ from .onnx_decompose import annotate, decompose
 from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
+from .onnx_shapes import infer_shapes, pin_shapes, runtime_inputs
 
 ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
 TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
 
-DEFAULT_DIM = 1  # what an unpinned dynamic dimension (batch, sequence length) becomes
 
 # torch-mlir's ONNX lowerings are registered from about opset 13 on (MaxPool from 12, for instance): older
 # models are first brought to UPGRADE_TO with onnx's version converter.
@@ -123,135 +121,7 @@ def _check_loaded(m, what: str):
     return m
 
 
-# ---------------------------------------------------------------------------------------------- shapes
-def runtime_inputs(m) -> list:
-    """The graph inputs a caller feeds (initializers with the same name are weights, not inputs)."""
-    inits = {i.name for i in m.graph.initializer}
-    return [vi for vi in m.graph.input if vi.name not in inits]
-
-
-def _known(d) -> bool:
-    """A dimension with a size: exporters write unknown ones as a symbol, as nothing, or as -1 / 0 (Paddle2ONNX)."""
-    return d.HasField("dim_value") and d.dim_value > 0
-
-
-def resolve_shapes(m, input_shapes: dict[str, tuple] | None = None) -> dict[str, tuple]:
-    """{runtime input name: the static shape it will be compiled for}, without changing `m`: the shape the caller
-    gives, else the model's own sizes, symbolic dims bound by the caller's shapes of other inputs naming the same
-    symbol, else DEFAULT_DIM. Raises ShapeMismatch for a given shape that contradicts a size the model fixes."""
-    input_shapes = {k: tuple(int(x) for x in v) for k, v in (input_shapes or {}).items()}
-    names = [vi.name for vi in runtime_inputs(m)]
-    unknown = sorted(set(input_shapes) - set(names))
-    if unknown:
-        raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
-                            f"{', '.join(map(repr, names)) or 'none'}")
-    symbols: dict[str, int] = {}
-    # Symbols bound by an explicit shape first, so "batch" pinned in one input pins it in all of them.
-    for vi in runtime_inputs(m):
-        if vi.name in input_shapes and vi.type.tensor_type.HasField("shape"):
-            dims = vi.type.tensor_type.shape.dim
-            if len(dims) == len(input_shapes[vi.name]):
-                for d, v in zip(dims, input_shapes[vi.name]):
-                    if d.dim_param and not _known(d):
-                        symbols.setdefault(d.dim_param, v)
-    out: dict[str, tuple] = {}
-    for vi in runtime_inputs(m):
-        if vi.type.WhichOneof("value") != "tensor_type":
-            continue
-        tt = vi.type.tensor_type
-        want = input_shapes.get(vi.name)
-        if want is not None:
-            if tt.HasField("shape"):
-                dims = tt.shape.dim
-                if len(dims) != len(want):
-                    raise ShapeMismatch(f"input '{vi.name}' has rank {len(dims)} in the model, got shape {want}")
-                for i, (d, v) in enumerate(zip(dims, want)):
-                    if _known(d) and d.dim_value != v:
-                        raise ShapeMismatch(f"input '{vi.name}' dimension {i} is {d.dim_value} in the model, "
-                                            f"got {v} (shape {want})")
-            if any(v < 0 for v in want):
-                raise ShapeMismatch(f"input '{vi.name}': shape {want} has a negative size")
-            out[vi.name] = want
-            continue
-        if not tt.HasField("shape"):
-            raise UnsupportedOp(f"input '{vi.name}' has no shape (unknown rank): pass "
-                                f"input_shapes={{'{vi.name}': (...)}}")
-        out[vi.name] = tuple(d.dim_value if _known(d) else symbols.setdefault(d.dim_param, DEFAULT_DIM)
-                             if d.dim_param else DEFAULT_DIM for d in tt.shape.dim)
-    return out
-
-
-def defaulted_dims(m, input_shapes: dict[str, tuple] | None = None) -> list[str]:
-    """'input[i]' (with the symbol, if any) for each dynamic dimension that no given shape pins (it becomes
-    DEFAULT_DIM): named in errors, since a size of 1 is where many models fail (a 1x1 image, one token)."""
-    given = set(input_shapes or {})
-    out = []
-    for vi in runtime_inputs(m):
-        if vi.name in given or not vi.type.tensor_type.HasField("shape"):
-            continue
-        for i, d in enumerate(vi.type.tensor_type.shape.dim):
-            if not _known(d):
-                out.append(f"{vi.name}[{i}]" + (f" ({d.dim_param})" if d.dim_param else ""))
-    return out
-
-
-def pin_shapes(m, input_shapes: dict[str, tuple] | None = None, input_values: dict[str, Any] | None = None) -> dict:
-    """Make every runtime input static in place (see the module docstring and resolve_shapes); returns
-    {input name: shape}. `input_values` turns those inputs into initializers (constants), so shapes computed from
-    them fold. Declared output and intermediate shapes are hints only: dropped, and computed again by inference."""
-    onnx = _onnx()
-    from onnx import numpy_helper
-
-    input_shapes = dict(input_shapes or {})
-    input_values = dict(input_values or {})
-    names = [vi.name for vi in runtime_inputs(m)]
-    unknown = sorted(set(input_values) - set(names))
-    if unknown:
-        raise ShapeMismatch(f"the model has no input(s) {', '.join(map(repr, unknown))}; its inputs are "
-                            f"{', '.join(map(repr, names)) or 'none'}")
-    declared = {vi.name: vi.type.tensor_type.elem_type for vi in runtime_inputs(m)}
-    values = {name: np.asarray(value) for name, value in input_values.items()}
-    pinned = resolve_shapes(m, {**input_shapes, **{k: v.shape for k, v in values.items()}})
-    for name, value in values.items():
-        arr = np.asarray(value)
-        if declared.get(name):  # a Python float or int takes the input's declared dtype
-            arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]), copy=False)
-        m.graph.initializer.append(numpy_helper.from_array(arr, name))
-    for vi in runtime_inputs(m):
-        if vi.name not in pinned:
-            continue
-        tt = vi.type.tensor_type
-        tt.ClearField("shape")
-        tt.shape.SetInParent()
-        for v in pinned[vi.name]:
-            tt.shape.dim.add().dim_value = int(v)
-    for name in input_values:
-        vi = next(v for v in m.graph.input if v.name == name)
-        m.graph.input.remove(vi)
-        pinned.pop(name, None)
-    # Stale intermediate shapes would contradict the pinned ones: inference computes them again. Outputs keep
-    # their rank and their positive sizes (the only source where a size depends on input values); -1 / 0 sizes
-    # are unknown, and sizes inference contradicts are dropped there (infer_shapes).
-    del m.graph.value_info[:]
-    for vi in m.graph.output:
-        if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
-            for d in vi.type.tensor_type.shape.dim:
-                if not _known(d):
-                    d.Clear()
-    return pinned
-
-
-def _without_output_sizes(m):
-    """A copy of `m` whose graph outputs keep their rank but no sizes."""
-    c = type(m)()
-    c.CopyFrom(m)
-    for vi in c.graph.output:
-        if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
-            for d in vi.type.tensor_type.shape.dim:
-                d.Clear()
-    return c
-
-
+# ---------------------------------------------------------------------------------------------- opsets
 def upgrade_opset(m):
     """The model converted to opset UPGRADE_TO when its default-domain opset is older than MIN_OPSET."""
     onnx = _onnx()
@@ -266,25 +136,6 @@ def upgrade_opset(m):
         warnings.warn(f"could not convert the model from opset {ver} to {UPGRADE_TO} ({e}); importing it as is",
                       stacklevel=3)
         return m
-
-
-def infer_shapes(m):
-    """onnx shape inference (strict, with data propagation so Shape -> Reshape chains fold to constants)."""
-    onnx = _onnx()
-    try:
-        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as e:  # InferenceError, ValidationError, or a C++ exception surfaced as RuntimeError
-        if any(d.HasField("dim_value") for vi in m.graph.output for d in vi.type.tensor_type.shape.dim):
-            # Declared output sizes are hints: exporters leave stale ones (a Paddle export's [1, 1, 1]).
-            try:
-                return onnx.shape_inference.infer_shapes(_without_output_sizes(m), check_type=True,
-                                                         strict_mode=True, data_prop=True)
-            except Exception:  # noqa: BLE001 - the model's own error is the one to report
-                pass
-        msg = str(e).strip()
-        node = re.search(r"node name: ([^)]*)\)|Name: ([^\s]+) OpType: (\S+)", msg)
-        hint = f" (at {node.group(0)})" if node else ""
-        raise CompileError(f"ONNX shape inference rejected the model{hint}: {msg}", stage="onnx-shape-inference") from e
 
 
 # ------------------------------------------------------------------------------------------- importing

@@ -38,7 +38,8 @@ class OnnxSource:
     """One ONNX model (path, bytes or onnx.ModelProto), with `input_values` folded in as constants."""
 
     def __init__(self, model: Any, input_values: Mapping[str, Any] | None = None):
-        from .onnx_import import load_model, runtime_inputs
+        from .onnx_import import load_model
+        from .onnx_shapes import runtime_inputs
 
         h = hashlib.sha256()
         if isinstance(model, (str, os.PathLike)) and Path(model).is_file():
@@ -91,7 +92,7 @@ class OnnxSource:
 
     def resolve(self, shapes: Mapping[str, tuple]) -> dict:
         """The full shape set these (possibly partial) shapes compile to: the cache's identity of a variant."""
-        from .onnx_import import resolve_shapes
+        from .onnx_shapes import resolve_shapes
 
         given = {k: v for k, v in shapes.items() if k not in self.values}
         unknown = sorted(set(given) - set(self.inputs))
@@ -109,7 +110,8 @@ class OnnxSource:
     def mlir(self, resolved: Mapping[str, tuple], given: Mapping[str, tuple] = ()) -> str:
         """MLIR text for exactly the `resolved` shapes; an error names the dynamic dims the caller did not give
         (`given`: the shapes the caller passed), which were compiled as DEFAULT_DIM."""
-        from .onnx_import import defaulted_dims, onnx_to_mlir
+        from .onnx_import import onnx_to_mlir
+        from .onnx_shapes import defaulted_dims
 
         try:
             return onnx_to_mlir(self.model, dict(resolved), input_values=self.values or None)
@@ -122,7 +124,7 @@ class OnnxSource:
 
 def _with_note(e: PortableError, dims: list[str]) -> PortableError:
     from ..errors import CompileError
-    from .onnx_import import DEFAULT_DIM
+    from .onnx_shapes import DEFAULT_DIM
 
     note = (f"\n(dynamic dimension(s) {', '.join(dims)} were compiled as {DEFAULT_DIM}; pass the real sizes: "
             f"portable.compile(model, input_shapes={{...}}), or run the model with arrays of the shape you need)")

@@ -7,7 +7,6 @@ process printed, and the matrix goes on. Results are saved after every cell.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -21,21 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..conformance.runner import json_safe
 from .registry import Entry
 
 DEFAULT_TIMEOUT_S = 600.0
 EXPORT_TIMEOUT_S = 900.0
-
-
-def _clean(v: Any) -> Any:
-    """JSON-safe: non-finite floats as strings."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    return v
 
 
 def _tail(text: str, n: int = 6) -> str:
@@ -86,7 +75,7 @@ class Results:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_clean(self.data), indent=1, sort_keys=True))
+        tmp.write_text(json.dumps(json_safe(self.data), indent=1, sort_keys=True))
         os.replace(tmp, self.path)
 
 
