@@ -302,6 +302,28 @@ def test_model_with_text_that_is_not_utf8_is_a_compile_error():
         onnx_to_mlir(raw.replace(b"Relu", b"R\xaclu"))
 
 
+
+def test_graph_name_that_is_not_utf8_imports(device):
+    """protobuf hands back bytes for a graph name that is not UTF-8; making it a symbol raised TypeError (re.sub on
+    bytes). The name is cosmetic: the graph compiles under the default one."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "gname",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    raw = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    assert raw.count(b"gname") == 1
+    g = portable.compile(raw.replace(b"gname", b"\xff\xfe\x00g\xac"), device=device)
+    np.testing.assert_array_equal(g(np.array([-1, 0, 2], np.float32))[0], [0, 0, 2])
+    g.close()
+
+
+def test_mlir_text_with_lone_surrogates_is_a_compile_error():
+    """A str with a lone surrogate (a file read with surrogateescape) made the MLIR parser raise TypeError."""
+    src = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> } // \udcff"
+    with pytest.raises(errors.CompileError, match=r"'\\udcff' at offset 85, which is not Unicode text"):
+        portable.compile(src, device="opencl:0")
+
 # ---- 3. resource exhaustion --------------------------------------------------------------------------------
 def _write_bomb(src: Path, dst: Path, nbytes: int) -> None:
     """`src` with its weights entry replaced by `nbytes` zero bytes, deflated as a stream (never held whole)."""

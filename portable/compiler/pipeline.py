@@ -192,6 +192,11 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
     ghash = cache.key(text, profile, targets)
     profile = strategy.for_targets(profile, targets)
     dump = Dumper(ghash)
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:  # a lone surrogate (a str decoded with surrogateescape): MLIR takes UTF-8 only
+        raise CompileError(f"the MLIR text holds {text[e.start:e.end]!r} at offset {e.start}, which is not Unicode "
+                           f"text; read the file as UTF-8 (errors='strict') and fix it", stage="parse") from None
     with ir.Context(), ir.Location.unknown():
         try:
             module = ir.Module.parse(text)

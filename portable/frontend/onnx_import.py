@@ -292,7 +292,8 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     m = load_model(model)
     # The graph name becomes the function's symbol: an empty one prints as an invalid symbol, others are quoted
     # (the compiler makes the function's name an identifier in any case).
-    m.graph.name = re.sub(r"\W", "_", m.graph.name, flags=re.ASCII).strip("_") or "main_graph"
+    name = m.graph.name if isinstance(m.graph.name, str) else ""  # bytes: protobuf's form of text not UTF-8
+    m.graph.name = re.sub(r"\W", "_", name, flags=re.ASCII).strip("_") or "main_graph"
     name_nodes(m.graph)
     opsets = opsets_of(m)
     check_ops(m, expandable=lambda n: has_function_body(n.domain, n.op_type, opsets))
