@@ -62,3 +62,8 @@ class UnpinnedPackage(PackageError):
 
 class InvalidArgument(PortableError, ValueError):
     """An argument of a public call is out of its range (a ValueError too, as callers caught before)."""
+
+
+class CompilerMissing(PortableError, ImportError):
+    """Compiling needs the MLIR Python bindings (the `compiler` extra), which this install lacks; loading and
+    running packages does not."""

@@ -6,7 +6,9 @@ and a test fails if the layer printed anything.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 # Before anything opens a device: validation on, and a private cache so tests compile for real.
 os.environ.setdefault("PORTABLE_VK_VALIDATION", "1")
 os.environ["PORTABLE_CACHE_DIR"] = tempfile.mkdtemp(prefix="portable-test-cache-")
+atexit.register(shutil.rmtree, os.environ["PORTABLE_CACHE_DIR"], ignore_errors=True)  # ~100 MB of kernels
 
 from portable import config  # noqa: E402
 from portable.devices import devices, open_device  # noqa: E402

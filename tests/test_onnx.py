@@ -292,6 +292,11 @@ def test_conformance_runner(node_cases, tmp_path):
                         "--out", str(out), "--resume", "--no-progress") == 0
     after = json.loads((out / "results.json").read_text())
     assert after["results"] == json.loads(before)["results"]
+    # A new run into a directory that has results is refused: nothing overwritten.
+    kept = (out / "results.json").read_text()
+    assert _conformance("--suite", str(root), "--filter", pattern, "--device", devs,
+                        "--out", str(out), "--no-progress") == 2
+    assert (out / "results.json").read_text() == kept
 
 
 def test_conformance_export_and_replay(node_cases, tmp_path):

@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-DEFAULT_OUT = "conformance/results"
+from ..outdir import new_dir
+
+DEFAULT_ROOT = "conformance/results"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -21,7 +23,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, metavar="NAME",
                    help="compile every case for a profile from devices/*.toml, spirv-val each kernel, run on the "
                         "devices only where the profile's assumptions hold (else compiled-only)")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output directory (default: a new {DEFAULT_ROOT}/<date>-<host>[-N]; --resume and "
+                        "--report-only need it)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--resume", action="store_true", help="skip (case, device) pairs already in the JSON")
     p.add_argument("--suite", default="node,light",
@@ -99,8 +103,16 @@ def main(args: argparse.Namespace) -> int:
     if not selected:
         print(f"no case matches --filter {args.filter!r} in suites {', '.join(suites)}", file=sys.stderr)
         return 1
-    out = Path(args.out)
     stem = f"profile-{args.profile}" if args.profile else "results"
+    if args.out is None and (args.resume or args.report_only):
+        print(f"error: {'--resume' if args.resume else '--report-only'} reads an earlier run: name its directory "
+              "with --out", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else new_dir(DEFAULT_ROOT)
+    if not (args.resume or args.report_only) and (out / f"{stem}.json").exists():
+        print(f"error: {out / f'{stem}.json'} exists: pass --resume to continue that run, or another --out",
+              file=sys.stderr)
+        return 2
     repro = out / ("repro" if stem == "results" else f"repro-{stem}")
     if args.report_only:
         res = runner.Results.load(out / f"{stem}.json")
