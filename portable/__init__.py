@@ -4,7 +4,7 @@
     exe = portable.compile(graph, device="opencl:0"); out = exe(a, b)
 """
 
-__version__ = "0.1.0"
+from .config import VERSION as __version__
 
 from .api import CompiledGraph, StatefulGraph, compile, load, run  # noqa: E402
 from .devices import devices  # noqa: E402

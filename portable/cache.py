@@ -8,7 +8,8 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__, config
+from . import config
+from .config import VERSION
 from .errors import PackageError
 from .executable import Executable
 
@@ -18,7 +19,7 @@ def compiler_fingerprint() -> str:
     """Hash of the compiler's own source, so a changed compiler never reuses kernels of an older one."""
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for room in ("compiler", "codegen_spirv", "codegen_opencl", "frontend"):
+    for room in ("ir", "compiler", "codegen_spirv", "codegen_opencl", "frontend"):
         for p in sorted((root / room).glob("*.py")):
             h.update(p.name.encode())
             h.update(p.read_bytes())
@@ -28,7 +29,7 @@ def compiler_fingerprint() -> str:
 def key(text: str, options: dict, targets: tuple[str, ...]) -> str:
     """hash(package version, compiler source, graph text, codegen options (profile + device limits), targets)."""
     h = hashlib.sha256()
-    for part in (__version__, compiler_fingerprint(), text, repr(sorted(options.items())), repr(targets)):
+    for part in (VERSION, compiler_fingerprint(), text, repr(sorted(options.items())), repr(targets)):
         # surrogatepass: a str with lone surrogates (from a bad file name or bytes decoded with surrogateescape)
         # still gets a key; other text encodes as plain UTF-8, so keys stay as they were.
         h.update(part.encode("utf-8", "surrogatepass"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+VERSION = "0.1.0"  # the package version (pyproject.toml), read by core files that may not import the public face
+
 
 def cache_dir() -> Path:
     """Root of on-disk caches (compiled executables, Vulkan pipeline caches, OpenCL program binaries).

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import portable
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 
 ADD_MLIR = """
 func.func @main(%a: tensor<7x13xf32>, %b: tensor<7x13xf32>) -> tensor<7x13xf32> {

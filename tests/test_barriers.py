@@ -30,7 +30,7 @@ def test_copy_reads_its_source():
     """A memref.copy writes its target and reads its source: a barrier before a copy out of a buffer written
     earlier keeps its global fence."""
     from portable.compiler import barriers
-    from portable.compiler.mlir import ir
+    from portable.ir.mlir import ir
 
     text = """
     func.func @k(%a: memref<4xf32>, %b: memref<4xf32>, %x: f32) {

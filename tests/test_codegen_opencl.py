@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portable import config
 from portable.codegen_opencl import OpenCLKernel, emit_opencl
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.errors import UnsupportedOp
 
 DATA = Path(__file__).parent / "data" / "opencl"

@@ -12,7 +12,7 @@ from portable import profiles
 from portable.api import CompiledGraph
 from portable.codegen_spirv import disassemble
 from portable.compiler import constant_init
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 

@@ -9,7 +9,7 @@ import pytest
 
 import portable
 from portable.compiler import fusion_cost, split_k
-from portable.compiler.mlir import ir, passmanager
+from portable.ir.mlir import ir, passmanager
 from portable.compiler.pipeline import PREPROCESS, public_func
 from conftest import compile_and_load
 

@@ -10,8 +10,8 @@ import portable
 from portable import profiles
 from portable.api import CompiledGraph
 from portable.compiler import nontemporal
-from portable.compiler.ir_util import find_ops
-from portable.compiler.mlir import ir
+from portable.ir.util import find_ops
+from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 

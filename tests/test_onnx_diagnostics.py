@@ -12,7 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from portable.compiler import locations, pipeline
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.errors import CompileError, UnsupportedOp
 from portable.frontend import onnx_decompose
 from portable.frontend.onnx_describe import node_detail

@@ -15,7 +15,7 @@ import portable
 from portable import profiles
 from portable.codegen_opencl import emit_opencl
 from portable.compiler import coop_matrix
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
 from portable.errors import UnsupportedOp
 

@@ -127,7 +127,7 @@ func.func @main(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>) -> (tensor<8x32xf32
 def test_matmuls_keep_plain_operands():
     """A matmul whose B rows run along n keeps its register-blocked strategies: its scaled x (also an output)
     stays a kernel it reads, not a computation inside it; the scores' cache write does go inside them."""
-    from portable.compiler.mlir import ir
+    from portable.ir.mlir import ir
     from portable.compiler.reduction_inputs import fuse_into_reductions
 
     with ir.Context():
@@ -170,7 +170,7 @@ def test_a_producer_read_by_extract_stays_when_it_would_leave_a_loop_unbound():
     """ArgMax with select_last_index reads its row reversed through tensor.extract (no operand). Computed inside
     the max, that row would leave the op no operand spanning the reduced loop, and MLIR crashed on the result
     (a segfault in canonicalize, found by the conformance run for the nvidia profile): it stays a kernel."""
-    from portable.compiler.mlir import ir
+    from portable.ir.mlir import ir
     from portable.compiler.reduction_inputs import fuse_into_reductions
 
     with ir.Context():

@@ -3,7 +3,7 @@ it must leave alone because a column's value would depend on where the other col
 
 from __future__ import annotations
 
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.compiler.row_columns import regroup_columns
 
 KERNEL = """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.compiler.row_registers import keep_rows_in_registers
 
 KERNEL = """

@@ -16,7 +16,7 @@ import portable
 from portable import profiles
 from portable.codegen_spirv import disassemble
 from portable.codegen_spirv.texel_reads import texel_reads
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.devices import open_device
 from portable.errors import KernelBuildError, OutOfDeviceMemory
 

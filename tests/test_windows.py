@@ -14,7 +14,7 @@ from portable import profiles
 from portable.api import CompiledGraph
 from portable.compiler import windows
 from portable.compiler.linalg_info import iterator_types
-from portable.compiler.mlir import ir
+from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
 
@@ -92,7 +92,7 @@ def test_max_pool_with_stride_two(device, rows):
 
 def _generics(text: str, taps: int) -> list[list[str]]:
     """Iterator types of the top-level generics after the rewrite (on generalized linalg)."""
-    from portable.compiler.mlir import passmanager
+    from portable.ir.mlir import passmanager
 
     with ir.Context():
         module = ir.Module.parse(text)

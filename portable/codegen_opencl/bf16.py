@@ -12,7 +12,7 @@ Explicit conversions to bf16 (truncf, sitofp, uitofp) go through f32, as the SPI
 
 from __future__ import annotations
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from . import types as T
 
 # Ops on bf16 that the SPIR-V path leaves alone (bits moved, or rounding to bf16 itself); other arith and

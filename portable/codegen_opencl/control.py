@@ -7,7 +7,7 @@ both branches.
 
 from __future__ import annotations
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import nd_vectors as nd
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..compiler.bounds import Bounds
-from ..compiler.ir_util import multiple_of
-from ..compiler.mlir import ir
+from ..ir.bounds import Bounds
+from ..ir.util import multiple_of
+from ..ir.mlir import ir
 from ..errors import CompileError, UnsupportedOp
 from . import bf16, control, helpers, matrix, storage, transfer, vector_ops
 from . import nd_vectors as nd

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from . import types as T
 
 

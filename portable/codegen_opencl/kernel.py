@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..compiler.bounds import Bounds
-from ..compiler.mlir import ir
+from ..ir.bounds import Bounds
+from ..ir.mlir import ir
 from ..errors import CompileError, UnsupportedOp
 from . import storage
 from . import types as T

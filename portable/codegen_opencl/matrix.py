@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import storage
 from . import types as T

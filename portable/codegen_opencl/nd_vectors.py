@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import types as T
 from .vector_ops import lane, linear_position

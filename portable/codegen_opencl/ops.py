@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import bf16, helpers
 from . import types as T

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from . import bf16
 from . import types as T
 

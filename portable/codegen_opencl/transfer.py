@@ -8,7 +8,7 @@ lane by lane.
 
 from __future__ import annotations
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import nd_vectors as nd
 from . import storage

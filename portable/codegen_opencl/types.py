@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from ..compiler.ir_util import bf16_bits
-from ..compiler.mlir import ir
+from ..ir.util import bf16_bits
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 
 VECTOR_WIDTHS = (2, 3, 4, 8, 16)

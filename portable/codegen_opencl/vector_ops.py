@@ -5,7 +5,7 @@ vector.load / vector.store need the memref addressing of the emitter and live th
 
 from __future__ import annotations
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 from ..errors import UnsupportedOp
 from . import helpers
 from . import types as T

@@ -4,7 +4,7 @@ tensor out as one byte per element (numpy's bool), so retype the buffer to i8 an
 
 from __future__ import annotations
 
-from ..compiler.mlir import arith, ir, memref, vector
+from ..ir.mlir import arith, ir, memref, vector
 
 _ACCESS = {"memref.load": 0, "vector.load": 0, "memref.store": 1, "vector.store": 1}  # op -> memref operand
 

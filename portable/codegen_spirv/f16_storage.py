@@ -21,8 +21,8 @@ int16 tensors themselves (arithmetic on i16) still need Int16.
 
 from __future__ import annotations
 
-from ..compiler.ir_util import with_element
-from ..compiler.mlir import arith, ir
+from ..ir.util import with_element
+from ..ir.mlir import arith, ir
 from ..errors import CompileError
 
 # Ops that only move values: retyping their f16 registers to f32 keeps their meaning.

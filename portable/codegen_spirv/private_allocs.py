@@ -4,9 +4,9 @@ variables; left as allocs they would be read as storage buffers, which SPIR-V ca
 
 from __future__ import annotations
 
-from ..compiler.bounds import Bounds
-from ..compiler.ir_util import find_ops
-from ..compiler.mlir import ir, memref
+from ..ir.bounds import Bounds
+from ..ir.util import find_ops
+from ..ir.mlir import ir, memref
 
 
 def allocs_to_private(gpu_module: ir.Operation) -> None:
@@ -44,7 +44,7 @@ def allocs_to_private(gpu_module: ir.Operation) -> None:
 
 def expand_absi(gpu_module: ir.Operation) -> None:
     """math.absi -> select(x < 0, 0 - x, x): math-to-spirv has no pattern for 64-bit or vector absi."""
-    from ..compiler.mlir import arith
+    from ..ir.mlir import arith
 
     for op in find_ops(gpu_module, ("math.absi",)):
         x = op.operands[0]

@@ -8,9 +8,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..compiler.ir_util import find_ops
-from ..compiler.mlir import gpu, ir, passmanager
-from ..compiler.patterns import apply_patterns
+from ..ir.util import find_ops
+from ..ir.mlir import gpu, ir, passmanager
+from ..ir.patterns import apply_patterns
 from ..errors import CompileError, UnsupportedOp
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes

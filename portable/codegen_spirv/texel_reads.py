@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from ..compiler.mlir import ir
+from ..ir.mlir import ir
 
 TEXEL_BYTES = 16
 _IMAGE = "!spirv.image<i32, Buffer, NoDepth, NonArrayed, SingleSampled, NeedSampler, Unknown>"

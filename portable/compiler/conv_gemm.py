@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 
 from .gathers import _clamped, _gather_generic, _idx, _zero_pad_source
-from .ir_util import reassociation_attr, reassociation_groups
+from ..ir.util import reassociation_attr, reassociation_groups
 from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 from .rewrites import _broadcast_constant, rebuild_generic
 
 

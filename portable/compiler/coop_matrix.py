@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from .dispatch import narrows
 from .linalg_info import classify, dims_in_order, indexing_maps, is_identity, iterator_types, num_inputs
-from .mlir import ir
+from ..ir.mlir import ir
 
 ANY = "!transform.any_op"
 MMA = 16  # the M = N = K of the one shape used: every listed device has 16x16x16 for f16

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from . import coop_matrix, promotion
-from .ir_util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
+from ..ir.util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
 from .loop_registers import carry_in_registers, defined_outside
-from .mlir import arith, gpu, ir, memref, passmanager
+from ..ir.mlir import arith, gpu, ir, memref, passmanager
 from .promotion import _clone_with, _slice
 
 STAGED_K = "portable.coop_staged_k"  # marks the workgroup K loop of a staged cooperative-matrix matmul

@@ -21,7 +21,7 @@ from ..errors import UnsupportedOp
 from . import locations, tiles
 from .horizontal import VIEW
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
-from .mlir import ir
+from ..ir.mlir import ir
 from .rewrites import rebuild_generic
 from .row_chains import find_chains, private_bytes, shared_bytes
 

@@ -16,7 +16,7 @@ cast or a scale before a product with a few columns stays fused.
 
 from __future__ import annotations
 
-from .mlir import ir
+from ..ir.mlir import ir
 
 # Relative cost of one evaluation, an add or multiply being 1 (the libm-style expansions of the transcendental
 # functions are tens of operations on every driver these kernels target).

@@ -19,9 +19,9 @@ clamped position is safe where its value is discarded.
 from __future__ import annotations
 
 from .gathers import MOVE
-from .ir_util import as_operation, clone_at
+from ..ir.util import as_operation, clone_at
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 

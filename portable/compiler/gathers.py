@@ -7,7 +7,7 @@ on profiles with `window_taps`).
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 
 
 def _gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> ir.Value:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir_util import as_operation
+from ..ir.util import as_operation
 from .linalg_info import body_op_names, classify, fill_value, indexing_maps, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 VIEW = "portable.view"  # a slice left for bufferization to make a view of its source (no copy kernel)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from .linalg_info import indexing_maps, iterator_types, num_inputs
-from .mlir import ir
+from ..ir.mlir import ir
 from .rewrites import rebuild_generic
 
 

@@ -24,7 +24,7 @@ import re
 
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
-from .mlir import ir, passmanager
+from ..ir.mlir import ir, passmanager
 from .private_rows import recompute_private_rows
 from .row_vectors import unroll_rows
 from .split_vectors import split_wide_vectors

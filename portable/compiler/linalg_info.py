@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .gathers import VECTOR_GATHER, WINDOW
-from .mlir import ir
+from ..ir.mlir import ir
 
 
 def is_structured(op: ir.Operation) -> bool:

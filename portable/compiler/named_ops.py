@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ..errors import CompileError, UnsupportedOp
-from .mlir import ir, passmanager
+from ..ir.mlir import ir, passmanager
 
 _ANY = "!transform.any_op"
 _LOWERINGS = {

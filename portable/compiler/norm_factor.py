@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .horizontal import dense_attr, dense_constant
-from .ir_util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
+from ..ir.util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
 from .linalg_info import body_op_names, classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 
 
 def _zero_fill(v: ir.Value) -> bool:

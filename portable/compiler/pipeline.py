@@ -47,8 +47,8 @@ from . import (
     windows,
 )
 from .linalg_info import OpKind, classify
-from .mlir import ir, passmanager
-from .patterns import apply_patterns
+from ..ir.mlir import ir, passmanager
+from ..ir.patterns import apply_patterns
 from .row_vectors import row_tiles_ok
 from .split_vectors import plain_elementwise
 from .tensor_slices import insert_slices_to_generics

@@ -17,9 +17,9 @@ is still reached through subviews.
 from __future__ import annotations
 
 from .dispatch import Group
-from .ir_util import constant_int, find_ops, pop_marked
+from ..ir.util import constant_int, find_ops, pop_marked
 from .loop_registers import carry_in_registers, defined_outside
-from .mlir import arith, ir, scf
+from ..ir.mlir import arith, ir, scf
 from .strategy import Strategy
 
 PROMOTED_K = "portable.promoted_k"  # marks the workgroup K loop whose accumulator transfers are hoisted

@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 
 from .gather_fusion import loop_index, map_indices, pointwise
-from .ir_util import clone_at
+from ..ir.util import clone_at
 from .linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
-from .mlir import ir
+from ..ir.mlir import ir
 from .rewrites import rebuild_generic
 
 # Iterations of the reduction at most (scores over a 256-long cache for 6 heads of 64: 98304; a prefill's

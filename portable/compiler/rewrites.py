@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
-from .ir_util import find_ops, reassociation_attr
+from ..ir.util import find_ops, reassociation_attr
 from .linalg_info import classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 
 
 def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value], maps: list[ir.AffineMap],

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .gather_fusion import loop_index, map_indices, pointwise
-from .ir_util import as_operation, clone_at, reassociation_attr, reassociation_groups
+from ..ir.util import as_operation, clone_at, reassociation_attr, reassociation_groups
 from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
-from .mlir import ir, tensor
+from ..ir.mlir import ir, tensor
 from .rewrites import rebuild_generic
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .linalg_info import indexing_maps
-from .mlir import arith, ir, vector
+from ..ir.mlir import arith, ir, vector
 
 
 def row_tiles_ok(ops: list[ir.Operation]) -> bool:

@@ -18,8 +18,8 @@ copies are made).
 from __future__ import annotations
 
 from . import barriers
-from .ir_util import clone_mapped, launch_grid, marked_launches
-from .mlir import arith, gpu, ir
+from ..ir.util import clone_mapped, launch_grid, marked_launches
+from ..ir.mlir import arith, gpu, ir
 
 ATTR = "portable.serial_rows"  # on a gpu.launch: its value, the rows each workgroup takes
 

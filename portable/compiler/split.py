@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import OutOfDeviceMemory
 from .dispatch import Group
 from .linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
-from .mlir import bufferization, ir, tensor
+from ..ir.mlir import bufferization, ir, tensor
 from .plan import numpy_dtype
 from .rewrites import rebuild_generic
 

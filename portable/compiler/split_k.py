@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from . import fusion_cost
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 from .rewrites import rebuild_generic
 
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns

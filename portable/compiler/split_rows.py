@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from .linalg_info import dims_in_order, indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 from .reduction_inputs import fuse_input
 from .rewrites import rebuild_generic
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mlir import arith, ir, vector
+from ..ir.mlir import arith, ir, vector
 
 WIDE, HALF = 8, 4
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import UnsupportedOp
 from .gathers import _clamped, _gather_generic, _idx, _static, slice_dims
 from .linalg_info import fill_value
-from .mlir import arith, ir, tensor
+from ..ir.mlir import arith, ir, tensor
 
 
 def insert_slices_to_generics(func_op: ir.Operation) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from . import coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce
 from .dispatch import Group
-from .ir_util import pop_marked
+from ..ir.util import pop_marked
 from .linalg_info import classify
-from .mlir import gpu, ir
+from ..ir.mlir import gpu, ir
 from .strategy import Strategy
 
 # Marks the serial column loops of row-chain steps (_row_chain_workgroup): in each iteration a thread reads and

@@ -15,7 +15,7 @@ from math import prod
 from ..errors import CompileError
 from . import fusion_cost
 from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
-from .mlir import ir, linalg, tensor
+from ..ir.mlir import ir, linalg, tensor
 from .rewrites import rebuild_generic
 from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decides those
 

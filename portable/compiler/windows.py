@@ -18,9 +18,9 @@ import itertools
 import math
 
 from .gathers import VECTOR_GATHER, WINDOW
-from .ir_util import clone_at, clone_mapped
+from ..ir.util import clone_at, clone_mapped
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
-from .mlir import arith, ir, linalg, tensor
+from ..ir.mlir import arith, ir, linalg, tensor
 
 
 def unroll_small_windows(func_op: ir.Operation, max_taps: int) -> bool:

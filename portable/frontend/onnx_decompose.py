@@ -236,7 +236,7 @@ def paths(m) -> list[str]:
 
 def annotate(module, m) -> None:
     """Put the recorded paths on the imported MLIR module (attribute PATHS_KEY, an array of strings)."""
-    from ..compiler.mlir import ir
+    from ..ir.mlir import ir
 
     lines = paths(m)
     if lines:

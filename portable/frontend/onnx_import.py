@@ -369,7 +369,7 @@ def _import(m0, expand: set):
     check_inferred(m)
     check_known_failures(m)
     nodes = _Nodes(m)
-    from ..compiler.mlir import ir, onnx_importer, passmanager, torch_dialect
+    from ..ir.mlir import ir, onnx_importer, passmanager, torch_dialect
 
     importer = onnx_importer()
     ctx = ir.Context()
@@ -387,7 +387,7 @@ def _import(m0, expand: set):
 
 
 def _check_static_signature(module, m) -> None:
-    from ..compiler.mlir import ir
+    from ..ir.mlir import ir
 
     funcs = [op for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
     if len(funcs) != 1:
