@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     from .zoo.cli import add_parser as add_zoo_parser
 
     add_zoo_parser(sub)
+    from .profiling import add_parser as add_profile_parser
+
+    add_profile_parser(sub)
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by commands that write results
     from .errors import PortableError

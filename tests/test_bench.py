@@ -295,3 +295,52 @@ def test_bandwidth_miss_states_the_floor_this_runs_copies_fit():
     rows = targets.section(result, dev, report.index(result), report._ms, {})
     soft = next(r for r in rows if "| softmax_4096 |" in r)
     assert "at best" not in soft and "scale_4096 in this run" in soft
+
+
+def test_weightless_draws_are_pinned_bits():
+    """The draw is the same on every machine: these values were read once and must never change (a GPU host
+    restoring a package from its skeleton relies on it)."""
+    from portable.bench.weightless import draw
+
+    assert draw(0, 0, 4, 1.0).tolist() == [0.7666215896606445, -0.13694405555725098, -0.9471324682235718,
+                                            0.9417638778686523]
+    assert draw(3, 7, 3, 0.5, 1.0).tolist() == [0.9502168297767639, 0.8158985376358032, 0.5432773232460022]
+
+
+def test_weightless_package_restores_byte_for_byte(tmp_path):
+    """A package compiled from a seeded ONNX model travels as a skeleton without the drawn weights; restoring it
+    gives the same content hash, and the emptied graph gets its initializers back."""
+    onnx = pytest.importorskip("onnx", reason="the seeded model is an ONNX file")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable import package
+    from portable.bench import weightless
+    from portable.errors import PackageError
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((32, 48)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(48).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([0.5], np.float32), "half")]  # too small to draw: kept
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Mul", ["hb", "half"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 48])], inits)
+    m = weightless.seed_initializers(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), seed=5)
+    w = numpy_helper.to_array(m.graph.initializer[0])
+    assert np.abs(w).max() <= np.sqrt(6 / 32) and np.abs(w).max() > 0.5 * np.sqrt(6 / 32)  # He over the rows
+    assert numpy_helper.to_array(m.graph.initializer[2]).tolist() == [0.5]
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    pkg, skel = tmp_path / "m.ptpk", tmp_path / "m.skel"
+    digest = package.build(str(src), ["opencl:generic"], pkg)
+    stats = weightless.strip(pkg, skel, m)
+    assert stats["stripped"] >= 1 and skel.stat().st_size < pkg.stat().st_size
+    again = tmp_path / "again.ptpk"
+    assert weightless.restore(skel, again) == digest
+    bare = weightless.without_weights(m)
+    assert len(bare.SerializeToString()) < 1000
+    back = weightless.restore_onnx(bare)
+    for a, b in zip(back.graph.initializer, m.graph.initializer):
+        assert np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
+    with pytest.raises(PackageError, match="not a package skeleton"):
+        weightless.restore(pkg, tmp_path / "x.ptpk")
