@@ -15,7 +15,7 @@ import numpy as np
 
 from . import cache
 from .devices import LiveDevice, open_device
-from .errors import PackageError, PortableError, ShapeMismatch, UnsupportedOp
+from .errors import PackageError, PortableError, ShapeMismatch, UnpinnedPackage, UnsupportedOp
 from .executable import Executable
 from .session import DEFAULT_IN_FLIGHT, BoundExecutable
 
@@ -66,6 +66,7 @@ class CompiledGraph:
         self.device = device
         self.max_in_flight = max_in_flight
         self.package_target = ""  # "api:profile[limits]" chosen from a .ptpk by load()
+        self.trusted_as = ""  # why load() ran this file's kernels: pinned, signed by <key>, built here, trust=any
         self._cell: list[BoundExecutable | None] = [None]
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._cell)
@@ -278,38 +279,55 @@ def run(graph: Any, *inputs: Any, device: str = DEFAULT_DEVICE) -> tuple[np.ndar
 
 
 def load(path: str | Path, device: str = DEFAULT_DEVICE, *, max_in_flight: int = DEFAULT_IN_FLIGHT,
-         expect_hash: str | None = None) -> CompiledGraph:
+         expect_hash: str | None = None, trusted_keys: Any = None, trust: str = "verified") -> CompiledGraph:
     """Load a package (.ptpk: the best target for `device` is picked) or a saved Executable and bind it to
     `device`; needs no MLIR.
 
-    Trust model: a package's content hash detects damage, not tampering (anyone can rehash an edited file). Every
-    plan is checked against its kernels and the device's limits and every entry is size-bounded before use, but
-    the kernels themselves run as given, in this process. Load only packages you built or got from a source you
-    trust, and pin them: `expect_hash` (the hash `portable compile` printed) refuses any other file with
-    UnpinnedPackage before its entries are read. Saved Executables (.ptx) carry no hash: they are a cache format."""
+    Trust model (portable.trust): a package's content hash detects damage, not tampering, and the kernels run in
+    this process, so a file runs only if the caller vouches for it: `expect_hash` pins it (the hash `portable
+    compile` printed; for a saved Executable, the sha256 of its file), a signature by one of `trusted_keys` (public
+    keys, or files of them, from `portable keygen`; PORTABLE_TRUSTED_KEYS adds more) signs it, this user's portable
+    wrote it, or `trust="any"` says the caller checked its origin otherwise. Anything else is UntrustedPackage.
+    Every plan is also checked against its kernels and the device's limits, and every entry is size-bounded."""
+    from . import archive
+    from . import trust as trust_rules
     from .package import Package, is_package
 
+    if trust not in trust_rules.TRUST_MODES:  # before any work, so a typo is not a late surprise
+        trust_rules.require(str(path), "", pinned=False, signatures=None, keys=None, trust=trust)
     live = open_device(device)
     api = live.info.api
-    if expect_hash is not None and not is_package(path):
-        raise PackageError(f"{path}: expect_hash pins packages (.ptpk); this is not one, so it cannot be pinned: "
-                           f"build a package with `portable compile`")
     if is_package(path):
         pkg = Package(path, expect_hash=expect_hash)
+        why = trust_rules.require(str(path), pkg.content_hash, pinned=expect_hash is not None,
+                                  signatures=pkg.signatures, keys=trusted_keys, trust=trust)
         try:
             device_profile = live.profile["name"]
-        except (RuntimeError, OSError):  # a runtime-only install without devices/: the package's rules decide
-            device_profile = None
+        except (RuntimeError, OSError, PortableError):  # a runtime-only install without devices/: the package's rules
+            device_profile = None  # decide
         target = pkg.select(live.info, device_profile)
         compiled = CompiledGraph(pkg.executable(target), live, max_in_flight)
         compiled.package_target = str(target)
+        compiled.trusted_as = why
         return compiled
+    path = archive.as_path(path)
+    if not path.is_file():
+        raise PackageError(f"{path}: no such file")
+    digest = trust_rules.file_digest(path)
+    if expect_hash is not None and digest != expect_hash:
+        raise UnpinnedPackage(f"{path}: sha256 {digest} is not the pinned {str(expect_hash)[:64]!r}; this is not the "
+                              f"file you pinned (saved again or replaced): check where it came from, then pin its new "
+                              f"hash")
+    why = trust_rules.require(str(path), digest, pinned=expect_hash is not None, signatures=None,
+                              keys=trusted_keys, trust=trust)
     exe = Executable.load(path)
     missing = [k.name for k in exe.kernels if (k.spirv if api == "vulkan" else k.opencl) is None]
     if missing:
         raise PackageError(f"{path} has no {api} kernels (compiled for targets '{exe.target}'); "
                            f"recompile with targets including '{api}'")
-    return CompiledGraph(exe, live, max_in_flight)
+    compiled = CompiledGraph(exe, live, max_in_flight)
+    compiled.trusted_as = why
+    return compiled
 
 
 __all__ = ["compile", "run", "load", "CompiledGraph", "PortableError"]

@@ -1,4 +1,4 @@
-"""`portable devices`, `demo`, `compile`, `bench`, `conformance` and `zoo`."""
+"""`portable devices`, `demo`, `compile`, `keygen`, `sign`, `verify`, `bench`, `conformance` and `zoo`."""
 
 from __future__ import annotations
 
@@ -72,11 +72,49 @@ def _compile(args) -> int:
         print(f"error: --input-shape: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    digest = build(graph, args.target, args.output, input_shapes=shapes or None)
+    digest = build(graph, args.target, args.output, input_shapes=shapes or None, sign_key=args.sign_key)
     pkg = Package(args.output)
     size = Path(args.output).stat().st_size
+    signed = f", signed by {_key_ids(pkg)}" if pkg.signatures else ""
     print(f"wrote {args.output}: {len(pkg.targets)} target(s) ({', '.join(map(str, pkg.targets))}), "
-          f"{size / 1024:.1f} KiB, content hash {digest[:16]}, in {time.perf_counter() - t0:.1f} s")
+          f"{size / 1024:.1f} KiB{signed}, in {time.perf_counter() - t0:.1f} s\ncontent hash {digest} "
+          f"(pin it: portable.load(path, expect_hash=...))")
+    return 0
+
+
+def _key_ids(pkg) -> str:
+    from .trust import key_id
+
+    return ", ".join(key_id(bytes.fromhex(r["key"])) for r in pkg.signatures)
+
+
+def _keygen(args) -> int:
+    from .trust import generate_key, key_id, public_key
+
+    key, pub = generate_key(args.key)
+    print(f"wrote private key {key} (keep it secret) and public key {pub} (key id {key_id(public_key(pub))}): "
+          f"callers pass the .pub file as portable.load(..., trusted_keys=[...]) or in PORTABLE_TRUSTED_KEYS")
+    return 0
+
+
+def _sign(args) -> int:
+    from .package import sign
+
+    print(f"signed {args.package} with key {sign(args.package, args.key)}")
+    return 0
+
+
+def _verify(args) -> int:
+    """Print a package's content hash and signers, and whether portable.load would run it for these keys."""
+    from . import trust
+    from .package import Package
+
+    pkg = Package(args.package, expect_hash=args.expect_hash)
+    print(f"{args.package}: content hash {pkg.content_hash}")
+    print(f"signed by: {_key_ids(pkg) or 'nobody'}")
+    why = trust.require(args.package, pkg.content_hash, pinned=args.expect_hash is not None,
+                        signatures=pkg.signatures, keys=args.trusted_key, trust="verified")
+    print(f"trusted: {why}")
     return 0
 
 
@@ -110,7 +148,21 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--input-shape", action="append", metavar="NAME=D0,D1,...",
                    help="an ONNX model's input shape (by input name or position), pinning its dynamic dims; "
                         "dims not given take the model's sizes, else 1 (repeatable)")
+    c.add_argument("--sign-key", metavar="KEYFILE", help="sign the package with this private key (portable keygen)")
     c.set_defaults(fn=_compile)
+    k = sub.add_parser("keygen", help="make an ed25519 key pair for signing packages (KEYFILE and KEYFILE.pub)")
+    k.add_argument("key", metavar="KEYFILE")
+    k.set_defaults(fn=_keygen)
+    s = sub.add_parser("sign", help="add a signature to a package with a private key from `portable keygen`")
+    s.add_argument("package")
+    s.add_argument("--key", required=True, metavar="KEYFILE")
+    s.set_defaults(fn=_sign)
+    v = sub.add_parser("verify", help="check a package, print its content hash and signers, and whether "
+                                      "portable.load would run it (exit 2 if not)")
+    v.add_argument("package")
+    v.add_argument("--trusted-key", action="append", metavar="PUBFILE", help="a public key you trust (repeatable)")
+    v.add_argument("--expect-hash", help="the content hash you expect")
+    v.set_defaults(fn=_verify)
     from .bench.cli import add_parser as add_bench_parser
 
     add_bench_parser(sub)

@@ -38,6 +38,13 @@ def test_fresh_venv() -> bool:
     return os.environ.get("PORTABLE_TEST_FRESH_VENV", "") not in ("", "0")
 
 
+def trusted_key_paths() -> list[Path]:
+    """PORTABLE_TRUSTED_KEYS=path[:path...]: public key files (`ed25519 <hex>`, from `portable keygen`) or folders of
+    *.pub files whose signatures portable.load accepts (portable.trust)."""
+    v = os.environ.get("PORTABLE_TRUSTED_KEYS", "")
+    return [Path(p) for p in v.split(os.pathsep) if p.strip()]
+
+
 POISON_BYTE = 0xFF  # float32/float16 NaN, integers -1: stale values a kernel forgot to overwrite stand out
 
 

@@ -60,6 +60,11 @@ class UnpinnedPackage(PackageError):
     """A package's content hash is not the one the caller pinned with `expect_hash`."""
 
 
+class UntrustedPackage(PackageError):
+    """A package or saved Executable the caller vouched for in no way (not pinned, not signed by a trusted key, not
+    built by this user): its kernels are not run unless the caller passes trust="any" (portable.trust)."""
+
+
 class InvalidArgument(PortableError, ValueError):
     """An argument of a public call is out of its range (a ValueError too, as callers caught before)."""
 

@@ -209,6 +209,9 @@ class Executable:
                 z.writestr(f"constants/{sid}.npy", npy_bytes(arr))
             z.writestr("manifest.json", json.dumps(manifest, indent=1))
         tmp.replace(path)
+        from . import trust
+
+        trust.remember(trust.file_digest(path))  # portable.load runs files this user wrote (portable.trust)
 
     @classmethod
     def load(cls, path: str | Path) -> Executable:

@@ -6,7 +6,8 @@ input/output signatures, a format version and a content hash.
 
 Reading a package never imports MLIR; `build` (the compile side) does. A zip: manifest.json, kernels under
 targets/<i>/, weights under weights/<sha256>.npy (shared by targets). The content hash covers every entry,
-so a damaged file is refused before any byte reaches a driver.
+so a damaged file is refused before any byte reaches a driver. Signatures (signatures.json, portable.trust) sign the
+content hash and are not covered by it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__, archive
+from . import __version__, archive, trust
 from .backend import DeviceInfo
 from .errors import InvalidPlan, PackageError, UnpinnedPackage
 from .executable import PLAN_ERRORS, Executable, kernel_entry, kernel_from_entry, npy_bytes, npy_load
@@ -72,9 +73,9 @@ def _caller_view(exe: Executable) -> list:
     return [(s.shape, s.dtype) for s in exe.inputs] + [(sig.shape, sig.dtype) for _, sig in exe.outputs]
 
 
-def write(path: str | Path, executables: Sequence[tuple]) -> str:
-    """Write one package from (Executable, profile dict[, required live limits]) per target; returns its content
-    hash."""
+def write(path: str | Path, executables: Sequence[tuple], sign_key: str | Path | None = None) -> str:
+    """Write one package from (Executable, profile dict[, required live limits]) per target, signed with the private
+    key file `sign_key` if given; returns its content hash (recorded as built here: portable.trust)."""
     if not executables:
         raise PackageError("a package needs at least one target")
     entries: dict[str, bytes] = {}
@@ -102,21 +103,46 @@ def write(path: str | Path, executables: Sequence[tuple]) -> str:
         "targets": targets,
     }
     manifest["content_hash"] = _content_hash({n: hashlib.sha256(d).digest() for n, d in entries.items()}, manifest)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(MANIFEST, json.dumps(manifest, indent=1))
-        for name in sorted(entries):
-            z.writestr(name, entries[name])
-    tmp.replace(path)
+    if sign_key is not None:
+        entries[trust.SIGNATURES] = _signatures_entry([trust.sign(manifest["content_hash"], sign_key)])
+    _write_zip(Path(path), json.dumps(manifest, indent=1).encode(), entries)
+    trust.remember(manifest["content_hash"])
     return manifest["content_hash"]
 
 
-def build(graph: Any, targets: Sequence[str], path: str | Path, input_shapes: Any = None) -> str:
+def _signatures_entry(records: list[dict]) -> bytes:
+    return json.dumps({"signatures": records}, indent=1).encode()
+
+
+def _write_zip(path: Path, manifest: bytes, entries: dict[str, bytes]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(MANIFEST, manifest)
+        for name in sorted(entries):
+            z.writestr(name, entries[name])
+    tmp.replace(path)
+
+
+def sign(path: str | Path, key: str | Path) -> str:
+    """Add a signature by the private key file `key` to the package at `path` (verified first; other signatures
+    kept, one of the same key replaced); returns the signing key's id."""
+    pkg = Package(path, expect_hash=None)
+    record = trust.sign(pkg.content_hash, key)
+    records = [r for r in pkg.signatures if r["key"] != record["key"]] + [record]
+    entries = {n: d for n, d in pkg._entries.items() if n != MANIFEST}
+    entries[trust.SIGNATURES] = _signatures_entry(records)
+    with zipfile.ZipFile(pkg.path) as z:
+        manifest = z.read(MANIFEST)
+    _write_zip(pkg.path, manifest, entries)
+    return trust.key_id(bytes.fromhex(record["key"]))
+
+
+def build(graph: Any, targets: Sequence[str], path: str | Path, input_shapes: Any = None,
+          sign_key: str | Path | None = None) -> str:
     """Compile `graph` once per 'api:profile' target (no live device needed) and write the package. A profile's
     [package] `variants` (live limits, e.g. PoCL's native_float_vector_width = 16 on AVX-512 hosts) add a target
     each, compiled as for a device that reports them, where its kernels differ from the plain target's. An ONNX
-    model is compiled for `input_shapes` (api.compile's argument)."""
+    model is compiled for `input_shapes` (api.compile's argument). `sign_key`: a private key file to sign it with."""
     from . import profiles
     from .api import graph_text
 
@@ -136,7 +162,7 @@ def build(graph: Any, targets: Sequence[str], path: str | Path, input_shapes: An
             exe = _compiled(text, profiles.codegen_options(prof, assumed), api, name)
             if [(k.spirv, k.opencl) for k in exe.kernels] != [(k.spirv, k.opencl) for k in base.kernels]:
                 compiled.append((exe, prof, dict(limits)))
-    return write(path, compiled)
+    return write(path, compiled, sign_key)
 
 
 def _compiled(text: str, opts: dict, api: str, profile: str) -> Executable:
@@ -160,8 +186,9 @@ class Package:
     Trust: the content hash covers every entry, so damage in transit is refused, but it is not a signature, anyone
     can write a package with a valid hash. Every plan is therefore checked against its kernels and the device's
     limits before anything runs (plan_check), and every entry's size is bounded by the plan before it is read.
-    The kernels themselves still run as given: pass `expect_hash` (the hash `portable compile` printed, or
-    `Package(...).content_hash` of a file you trust) to refuse any other package before its entries are read."""
+    Whether its kernels may run at all is portable.trust's decision (pinned, signed, built here or trust="any"):
+    `expect_hash` refuses any other package before its entries are read; `signatures` are the records of the
+    signatures entry, checked by the loader against the keys it trusts."""
 
     def __init__(self, path: str | Path, expect_hash: str | None = None):
         self.path = archive.as_path(path)
@@ -178,7 +205,7 @@ class Package:
                 if expect_hash is not None and self.manifest.get("content_hash") != expect_hash:
                     raise UnpinnedPackage(self._pin_message(self.manifest.get("content_hash"), expect_hash))
                 limits = self._entry_limits()
-                unknown = sorted(set(infos) - set(limits) - {MANIFEST})
+                unknown = sorted(set(infos) - set(limits) - {MANIFEST, trust.SIGNATURES})
                 if unknown:
                     raise PackageError(f"{what}: entries {unknown[:3]} are not named by its manifest; the file was "
                                        f"edited, rebuild it with `portable compile`")
@@ -189,6 +216,10 @@ class Package:
                         raise PackageError(f"{what}: entry {name!r} named by its manifest is missing; the package is "
                                            f"truncated or corrupt, copy it again or rebuild it with `portable compile`")
                     self._entries[name], digests[name] = archive.read(z, infos[name], limits[name], what)
+                self.signatures: list[dict] = []
+                if trust.SIGNATURES in infos:
+                    data, _ = archive.read(z, infos[trust.SIGNATURES], trust.MAX_SIGNATURES_BYTES, what)
+                    self.signatures = trust.parse_signatures(data, what)
         except PackageError:
             raise
         except archive.ZIP_ERRORS as e:

@@ -128,8 +128,8 @@ sys.modules["torch_mlir"] = None  # as on a host without the compiler wheel
 import portable
 x = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)
 w = np.linspace(-2, 2, 10, dtype=np.float32)
-for device in sys.argv[2:]:
-    exe = portable.load(sys.argv[1], device=device)
+for device in sys.argv[3:]:  # another host: the package pinned by the hash its builder printed
+    exe = portable.load(sys.argv[1], device=device, expect_hash=sys.argv[2])
     out, = exe(x)
     assert np.allclose(out, np.maximum(x * x + w, 0), rtol=1e-6), device
     print(device, exe.package_target, "OK")
@@ -142,7 +142,7 @@ def test_package_runs_without_compiler_or_profiles(package, tmp_path):
     from conftest import AVAILABLE
 
     script = "import portable.profiles as p, pathlib; p.PROFILE_DIR = pathlib.Path('/nonexistent')\n" + RUN_PACKAGE
-    done = subprocess.run([sys.executable, "-c", script, str(package), *AVAILABLE], check=False, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", script, str(package), Package(package).content_hash, *AVAILABLE], check=False, capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("OK") == len(AVAILABLE) and "MLIR []" in done.stdout
@@ -175,7 +175,7 @@ def test_package_in_a_fresh_venv_without_mlir(package, tmp_path):
                    check=True, timeout=300)
     listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, check=True).stdout
     assert "torch" not in listed.lower() and "mlir" not in listed.lower(), listed
-    done = subprocess.run([str(py), "-c", RUN_PACKAGE, str(package), *AVAILABLE], check=False, capture_output=True,
+    done = subprocess.run([str(py), "-c", RUN_PACKAGE, str(package), Package(package).content_hash, *AVAILABLE], check=False, capture_output=True,
                           text=True, timeout=120, cwd=tmp_path,
                           env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path / "c")))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -55,7 +55,7 @@ def _write(path: Path, entries: dict[str, bytes], rehash: bool = True) -> Path:
     """A package of these entries; `rehash`: its content hash made valid again (anyone can: it is no signature)."""
     if rehash:
         m = json.loads(entries["manifest.json"])
-        digests = {n: hashlib.sha256(d).digest() for n, d in entries.items() if n != "manifest.json"}
+        digests = {n: hashlib.sha256(d).digest() for n, d in entries.items() if n not in ("manifest.json", "signatures.json")}
         m["content_hash"] = _content_hash(digests, m)
         entries = dict(entries, **{"manifest.json": json.dumps(m).encode()})
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
@@ -82,7 +82,7 @@ def test_grid_past_the_device_limits_is_refused(device, package, tmp_path):
 
     path = _edit_plans(package, tmp_path / "grid.ptpk", huge)
     with pytest.raises(errors.InvalidPlan, match=r"grid of \(2147483647, 1, 1\) workgroups"):
-        portable.load(path, device=device)(X)
+        portable.load(path, device=device, trust="any")(X)
 
 
 def test_grids_are_checked_against_the_device(device, package):
@@ -142,7 +142,7 @@ def test_edited_plans_are_refused_at_load(device, package, tmp_path, edit):
     fn, message = EDITS[edit]
     path = _edit_plans(package, tmp_path / "edited.ptpk", fn)
     with pytest.raises(errors.InvalidPlan, match=message):
-        portable.load(path, device=device)
+        portable.load(path, device=device, trust="any")
 
 
 def test_weights_of_another_shape_are_refused(package, tmp_path):
@@ -443,7 +443,7 @@ def test_damaged_packages_raise_only_portable_errors(device, package, tmp_path):
     refused = ran = 0
     for name, path in _corrupted(package, tmp_path):
         try:
-            g = portable.load(path, device=device)
+            g = portable.load(path, device=device, trust="any")
             try:
                 g(X)
                 ran += 1
@@ -475,7 +475,7 @@ def test_cache_key_takes_lone_surrogates():
     assert cache.key("plain", {}, ("vulkan",)) == cache.key("plain", {}, ("vulkan",))
 
 
-# ---- 5. pinning ------------------------------------------------------------------------------------------
+# ---- 5. trust: pinned, signed, built here, or trust="any" ------------------------------------------------------------
 def test_expect_hash_pins_a_package(package, tmp_path):
     good = Package(package).content_hash
     assert Package(package, expect_hash=good).content_hash == good
@@ -491,12 +491,132 @@ def test_load_with_expect_hash(device, package, tmp_path):
     good = Package(package).content_hash
     g = portable.load(package, device=device, expect_hash=good)
     np.testing.assert_allclose(g(X)[0], WANT, rtol=1e-6)
+    assert g.trusted_as == "pinned"
     g.close()
     with pytest.raises(errors.UnpinnedPackage, match="is not the pinned"):
         portable.load(package, device=device, expect_hash="f" * 64)
-    Package(package).executable(Package(package).targets[0]).save(tmp_path / "g.ptx")
-    with pytest.raises(errors.PackageError, match="cannot be pinned"):
-        portable.load(tmp_path / "g.ptx", device=device, expect_hash=good)
+    ptx = tmp_path / "g.ptx"
+    Package(package).executable(Package(package).targets[0]).save(ptx)
+    with pytest.raises(errors.UnpinnedPackage, match="sha256 .* is not the pinned"):  # a saved Executable: its file
+        portable.load(ptx, device=device, expect_hash=good)
+
+
+@pytest.fixture
+def elsewhere(monkeypatch, tmp_path):
+    """As on another host: a cache directory of its own, so nothing counts as built by this user."""
+    monkeypatch.setenv("PORTABLE_CACHE_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv("PORTABLE_TRUSTED_KEYS", raising=False)
+
+
+def _runs(g) -> bool:
+    try:
+        return bool(np.allclose(g(X)[0], WANT, rtol=1e-6))
+    finally:
+        g.close()
+
+
+def test_unvouched_packages_are_refused(device, package, tmp_path, elsewhere):
+    """The content hash is no signature: a package built elsewhere runs only pinned, signed by a trusted key or with
+    trust="any"; the error names every way."""
+    with pytest.raises(errors.UntrustedPackage, match="not pinned, carries no signature") as refused:
+        portable.load(package, device=device)
+    assert all(way in str(refused.value) for way in ("`portable sign`", "`expect_hash=`", '`trust="any"`'))
+    assert _runs(portable.load(package, device=device, trust="any"))
+    with pytest.raises(errors.InvalidArgument, match="trust='anything'"):
+        portable.load(package, device=device, trust="anything")
+
+
+def test_files_built_here_load_as_before(device, package, tmp_path):
+    """What this user's portable wrote (packages, saved Executables) loads with no flag, as the README shows; the
+    same file edited (and rehashed, as an attacker can) does not."""
+    g = portable.load(package, device=device)
+    assert g.trusted_as == "built here"
+    ptx = tmp_path / "g.ptx"
+    g.executable.save(ptx)
+    assert _runs(g)
+    g = portable.load(ptx, device=device, trust="verified")
+    assert g.trusted_as == "built here"
+    g.close()
+    edited = _edit_plans(package, tmp_path / "edited.ptpk", lambda t: t.__setitem__("profile", t["profile"]))
+    assert Package(edited).content_hash == Package(package).content_hash  # same content, another file
+    bumped = _edit_plans(package, tmp_path / "bumped.ptpk", lambda t: t["profile_match"].update(x=1))
+    with pytest.raises(errors.UntrustedPackage):
+        portable.load(bumped, device=device)
+    with zipfile.ZipFile(tmp_path / "h.ptx", "w", zipfile.ZIP_STORED) as z:  # the same entries, other bytes
+        for n, d in _entries(ptx).items():
+            z.writestr(n, d)
+    with pytest.raises(errors.UntrustedPackage, match="h.ptx: refusing to run its kernels"):
+        portable.load(tmp_path / "h.ptx", device=device)
+    assert _runs(portable.load(tmp_path / "h.ptx", device=device, trust="any"))
+
+
+def test_signed_packages(device, package, tmp_path, elsewhere, monkeypatch):
+    """ed25519 over the content hash: a package signed by a trusted key runs, from the key given to load or from
+    PORTABLE_TRUSTED_KEYS; another key's signature or a signature over edited contents does not count."""
+    pytest.importorskip("cryptography")
+    from portable import trust
+    from portable.package import sign
+
+    key, pub = trust.generate_key(tmp_path / "k")
+    _, other_pub = trust.generate_key(tmp_path / "o")
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    signed = tmp_path / "signed.ptpk"
+    signed.write_bytes(package.read_bytes())
+    kid = sign(signed, key)
+    assert Package(signed).content_hash == Package(package).content_hash
+    for keys in ([pub], [pub.read_text()], [trust.public_key(pub)]):
+        g = portable.load(signed, device=device, trusted_keys=keys)
+        assert g.trusted_as == f"signed by {kid}" and _runs(g)
+    with pytest.raises(errors.UntrustedPackage, match=f"signed by key\\(s\\) {kid}, none of which you trust"):
+        portable.load(signed, device=device, trusted_keys=[other_pub])
+    monkeypatch.setenv("PORTABLE_TRUSTED_KEYS", str(tmp_path / "nothing.pub") + ":" + str(pub))
+    with pytest.raises(errors.InvalidArgument):  # a key file that is not there is an error, not silently skipped
+        portable.load(signed, device=device)
+    monkeypatch.setenv("PORTABLE_TRUSTED_KEYS", str(pub))
+    assert _runs(portable.load(signed, device=device))
+    # The signature of one package moved onto another (edited, rehashed) package signs nothing there.
+    edited = _edit_plans(signed, tmp_path / "moved.ptpk", lambda t: t["profile_match"].update(x=1))
+    entries = _entries(edited)
+    assert "signatures.json" in entries
+    with pytest.raises(errors.UntrustedPackage, match="none of which you trust"):
+        portable.load(edited, device=device)
+    # A forged record (right key, wrong bytes) is refused too, and malformed ones are a PackageError.
+    rec = json.loads(entries["signatures.json"])
+    rec["signatures"][0]["signature"] = "00" * 64
+    forged = _write(tmp_path / "forged.ptpk", dict(_entries(signed), **{"signatures.json": json.dumps(rec).encode()}),
+                    rehash=False)
+    with pytest.raises(errors.UntrustedPackage):
+        portable.load(forged, device=device)
+    bad = _write(tmp_path / "bad.ptpk", dict(_entries(signed), **{"signatures.json": b"{}"}), rehash=False)
+    with pytest.raises(errors.PackageError, match="signatures.json is malformed"):
+        portable.load(bad, device=device)
+
+
+def test_cli_keygen_sign_verify_and_signed_compile(tmp_path, elsewhere, capsys):
+    pytest.importorskip("cryptography")
+    from portable.cli import main as cli
+
+    key = tmp_path / "k"
+    assert cli(["keygen", str(key)]) == 0
+    assert cli(["keygen", str(key)]) == 2  # never overwritten
+    src = tmp_path / "g.mlir"
+    src.write_text(G.to_mlir())
+    out = tmp_path / "g.ptpk"
+    assert cli(["compile", str(src), "--target", "opencl:pocl", "-o", str(out), "--sign-key", str(key)]) == 0
+    printed = capsys.readouterr().out
+    assert f"content hash {Package(out).content_hash}" in printed and "signed by" in printed
+    assert cli(["verify", str(out), "--trusted-key", f"{key}.pub"]) == 0
+    assert "trusted: signed by" in capsys.readouterr().out
+    (tmp_path / "elsewhere").mkdir(exist_ok=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "elsewhere")  # as on another host: not built there
+    assert cli(["verify", str(out)]) == 2
+    assert "UntrustedPackage" in capsys.readouterr().err
+    plain = tmp_path / "p.ptpk"
+    plain.write_bytes(Package(out).path.read_bytes())
+    assert cli(["sign", str(plain), "--key", str(key)]) == 0
+    assert cli(["verify", str(plain), "--expect-hash", Package(out).content_hash]) == 0
 
 
 def test_bool_weights_are_normalised(device):
