@@ -20,6 +20,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--models", action="store_true",
                    help="run the model workloads (ResNet-50 exported from models/cv.py to ONNX; needs torch) against "
                         "onnxruntime and PyTorch, instead of the op workloads; default output <results dir>/models")
+    b.add_argument("--zoo", nargs="?", const="", default=None, metavar="PATTERN",
+                   help="with --models: zoo networks (a regex of `portable zoo --list` names; default MobileNetV2/V3, "
+                        "EfficientNet-B0, ResNet-18, BERT-mini) against onnxruntime and PyTorch eager, into a dated "
+                        "report under benchmarks/results/")
     b.add_argument("--filter", default=None, metavar="PATTERN",
                    help="comma-separated globs or substrings of workload ids (e.g. 'matmul*,softmax')")
     b.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -75,6 +79,15 @@ def _run(args) -> int:
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
         write_outputs(result, args.out or Path(args.from_json).parent, chart=not args.no_chart)
+        return 0
+    if args.models and args.zoo is not None:
+        from .. import config
+        from ..devices import devices
+        from .zoo_models import run as run_zoo
+
+        uris = [d.uri for d in devices()[0]] if args.device == "all" else args.device.split(",")
+        res = run_zoo(args.zoo or None, uris, args.out, config.cache_dir() / "zoo", args.timeout or 900.0, command)
+        print(f"geomean: {json.dumps(res.get('geomean'))}")
         return 0
     if args.export and args.models:
         from .aot import MODELS_NOT_EXPORTED

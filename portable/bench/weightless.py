@@ -10,8 +10,8 @@ A speed measurement needs the network's shapes, not trained values, and ResNet-5
 (98 MiB, 418 MiB) are noise that does not compress. The draw is a counter hash (splitmix64) of the seed and the
 element index, computed with numpy integer arithmetic: the same bits on every machine and numpy version, where
 numpy's generators promise no stable stream. A package weight is stripped when its bytes equal an initializer's
-draw (any shape: the compiler may reshape a weight); weights the compiler transformed otherwise (transposed,
-folded) stay in the skeleton. Needs no MLIR and no onnx: only the seeding of a model imports onnx.
+draw or its transpose (in any shape: the compiler may reshape a weight); weights the compiler transformed
+otherwise (folded, padded) stay in the skeleton. Needs no MLIR and no onnx: only the seeding of a model imports onnx.
 """
 
 from __future__ import annotations
@@ -116,11 +116,14 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
     from onnx import numpy_helper
 
     seed, draws = _draws(model)
-    by_hash = {}
+    by_hash = {}  # a draw's bytes, and for a matrix its transpose's (a Gemm's weight, stored as the kernel reads)
     for init in model.graph.initializer:
         if init.name in draws:
-            raw = numpy_helper.to_array(init).astype(np.float32).tobytes()
-            by_hash[hashlib.sha256(raw).hexdigest()] = draws[init.name]
+            arr = numpy_helper.to_array(init).astype(np.float32)
+            by_hash[hashlib.sha256(arr.tobytes()).hexdigest()] = [*draws[init.name]]
+            if arr.ndim == 2:
+                by_hash[hashlib.sha256(np.ascontiguousarray(arr.T).tobytes()).hexdigest()] = \
+                    [*draws[init.name], list(arr.shape)]
     entries: dict[str, list] = {}
     kept = kept_bytes = 0
     with zipfile.ZipFile(package_path) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
@@ -151,9 +154,12 @@ def restore(skeleton: str | Path, out: str | Path) -> str:
         recipe = json.loads(z.read(RECIPE))
         entries = {i.filename: z.read(i) for i in z.infolist() if i.filename != RECIPE}
     seed = int(recipe["seed"])
-    for name, (shape, index, scale, offset) in recipe["entries"].items():
+    for name, (shape, index, scale, offset, *transposed) in recipe["entries"].items():
         n = int(np.prod(shape, dtype=np.int64))
-        entries[name] = npy_bytes(draw(seed, int(index), n, float(scale), float(offset)).reshape(shape))
+        arr = draw(seed, int(index), n, float(scale), float(offset))
+        if transposed:  # drawn as the model's (rows, cols), stored transposed
+            arr = np.ascontiguousarray(arr.reshape(transposed[0]).T)
+        entries[name] = npy_bytes(arr.reshape(shape))
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as w:  # the order package.write gives
