@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import config, profiles
 from .backend import Backend, DeviceInfo
-from .errors import DeviceNotFound
+from .errors import DeviceNotFound, PortableError
 from .memory import BufferPool
 
 APIS = ("vulkan", "opencl")
@@ -59,8 +59,8 @@ def devices() -> tuple[list[Device], list[str]]:
 def _profile_name(info: DeviceInfo) -> str:
     """The matched profile's name; a runtime-only install without devices/ still lists its devices."""
     try:
-        return profiles.match(info)["name"]
-    except (RuntimeError, OSError) as e:
+        return profiles.match(info).name
+    except (PortableError, OSError) as e:
         return f"unknown ({e})"
 
 
@@ -85,7 +85,7 @@ class LiveDevice:
         return self.backend.info
 
     @functools.cached_property
-    def profile(self) -> dict:
+    def profile(self) -> profiles.Profile:
         """The matched profile from devices/ (read on first use: running a package needs none)."""
         return profiles.match(self.backend.info)
 

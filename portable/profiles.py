@@ -1,27 +1,270 @@
-"""Device profiles: one TOML file per GPU family in `devices/`, matched to a live device by id and driver."""
+"""Device profiles: one TOML file per GPU family in `devices/`, matched to a live device by id and driver.
+
+A file loads into a frozen, typed `Profile` (sections `Match`, `Limits`, `Codegen`); a key no section knows, or a
+value of the wrong type, is refused with the file, the key and the nearest valid key, so a misspelt key cannot be
+silently ignored.
+"""
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Union
 
 from .backend import DeviceInfo
+from .errors import PortableError
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "devices"
 
 
+class ProfileError(PortableError):
+    """A devices/*.toml file has a key no profile section knows or a value of the wrong type."""
+
+
+IntList = tuple[int, ...]
+StrList = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A profile section: every field optional (None = not given, the compiler's default applies)."""
+
+    def given(self) -> dict[str, Any]:
+        """The keys the file gave, as the compiler's options read them (lists as TOML had them)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class Match(Section):
+    """How a live device is recognised (see `match`): each key a value or a list of them."""
+
+    api: StrList | None = None  # "vulkan" | "opencl"
+    vendor_id: IntList | None = None  # PCI vendor ids
+    device_id: IntList | None = None  # PCI device ids (with vendor_id agreeing)
+    device_name: StrList | None = None  # substrings of the device name
+    driver: StrList | None = None  # substrings of the driver name
+
+
+@dataclass(frozen=True)
+class Limits(Section):
+    """What the hardware and driver allow; the live device's own values win where it reports them."""
+
+    subgroup_size: int | None = None
+    subgroup_sizes: IntList | None = None
+    shared_memory_bytes: int | None = None
+    max_workgroup_invocations: int | None = None
+    max_workgroup_size: IntList | None = None
+    max_workgroup_count: IntList | None = None
+    max_storage_buffer_range: int | None = None
+    max_buffer_bytes: int | None = None
+    max_texel_buffer_elements: int | None = None
+    min_storage_buffer_offset_alignment: int | None = None
+    preferred_vector_width: int | None = None
+    native_float_vector_width: int | None = None
+    global_mem_cache_bytes: int | None = None
+    fp16: bool | None = None
+    fp64: bool | None = None
+    int8: bool | None = None
+    int16: bool | None = None
+    int64: bool | None = None
+    storage_buffer_8bit: bool | None = None
+    storage_buffer_16bit: bool | None = None
+    cooperative_matrix: bool | None = None
+    cooperative_matrix_shapes: StrList | None = None
+
+
+@dataclass(frozen=True)
+class Codegen(Section):
+    """Strategy knobs the compiler reads (compiler/strategy.py and the passes named in each file's comments)."""
+
+    workgroup_invocations: int | None = None
+    matmul_workgroup_invocations: int | None = None
+    elementwise_workgroup_invocations: int | None = None
+    thread_tile: IntList | None = None
+    thread_tile_native_vectors: int | None = None
+    elementwise_per_thread: int | None = None
+    elementwise_rows_per_thread: int | None = None
+    reduction_threads: int | None = None
+    fill_threads: int | None = None
+    min_workgroups: int | None = None
+    im2col_max_bytes: int | None = None
+    max_loop_iterations: int | None = None
+    max_vector_width: int | None = None
+    max_bind_bytes: int | None = None
+    vectorize: bool | None = None
+    vectorize_gathers: bool | None = None
+    conv_vector_taps: bool | None = None
+    window_taps: int | None = None
+    window_outputs_per_thread: int | None = None
+    matmul_thread_tile: IntList | None = None
+    matmul_k_tile: int | None = None
+    matmul_threads_x: int | None = None
+    matmul_row_vector_cols: int | None = None
+    matmul_short_rows_widen: bool | None = None
+    matmul_promote_tiles: tuple[IntList, ...] | None = None
+    matmul_promote_min_workgroups: int | None = None
+    matmul_promote_k: int | None = None
+    coop_workgroup_tile: IntList | None = None
+    coop_subgroup_tile: IntList | None = None
+    coop_small_tiles: IntList | None = None
+    coop_small_tiles_below: int | None = None
+    coop_stage_k: int | None = None
+    subgroup_reduce: bool | str | None = None  # true: shuffles at subgroup_size; "varying": the device's own
+    subgroup_shared_reads: int | None = None
+    subgroup_rows: int | None = None
+    subgroup_row_columns: int | None = None
+    opencl_subgroups: bool | None = None
+    opencl_asm: str | None = None
+    row_registers: int | None = None
+    row_vector_columns: int | None = None
+    row_workgroup_columns: int | None = None
+    row_fusion_shared_bytes: int | None = None
+    row_fusion_private_bytes: int | None = None
+    recompute_private_rows: bool | None = None
+    loop_vectorize: int | None = None
+    wide_buffers: bool | None = None
+    texel_reads: bool | None = None
+    gelu_as_sigmoid: bool | None = None
+    sext_via_shifts: bool | None = None
+    nontemporal_store_bytes: int | None = None
+    spirv_version: str | None = None
+    spirv_caps: StrList | None = None
+    spirv_exts: StrList | None = None
+
+
+@dataclass(frozen=True)
+class Packaging(Section):
+    """Ahead-of-time packages: live limits (a [limits]-like table each) whose kernels a package also carries."""
+
+    variants: tuple[Limits, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One devices/*.toml file, validated and typed."""
+
+    name: str
+    description: str
+    path: Path | None = None
+    quirks: StrList = ()
+    match: Match = field(default_factory=Match)
+    limits: Limits = field(default_factory=Limits)
+    codegen: Codegen = field(default_factory=Codegen)
+    package: Packaging = field(default_factory=Packaging)
+    # The file as TOML read it, for the transition accessor below only.
+    raw: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Transition accessor: a top-level key or section as the TOML file had it (plain dicts and lists), for
+        readers not yet on the typed fields (package.py, conformance/execute.py, tests that build options)."""
+        return self.raw.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+SECTIONS = {"match": Match, "limits": Limits, "codegen": Codegen, "package": Packaging}
+TOP_KEYS = ("name", "description", "quirks", *SECTIONS)
+
+
+def _plain(v: Any) -> Any:
+    """Typed values back to the TOML form the compiler's options use (lists, dicts)."""
+    if isinstance(v, Section):
+        return v.given()
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _unknown(path: Path, where: str, key: str, valid: typing.Iterable[str]) -> ProfileError:
+    near = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
+    return ProfileError(f"{path}: unknown key {key!r} in {where}{hint} (fix or remove it: a key no section knows "
+                        f"would be silently ignored)")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(path: Path, key: str, tp: Any, v: Any) -> Any:
+    """`v` as type `tp` (scalars, tuples for lists; a scalar where a list is expected becomes a list of one)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        errors = []
+        for alt in typing.get_args(tp):
+            if alt is type(None):
+                continue
+            try:
+                return _convert(path, key, alt, v)
+            except ProfileError as e:
+                errors.append(e)
+        raise errors[-1] if len(errors) == 1 else ProfileError(
+            f"{path}: {key} = {v!r} should be {' or '.join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))}")
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        seq = v if isinstance(v, list) else [v]
+        return tuple(_convert(path, key, item, x) for x in seq)
+    if isinstance(tp, type) and issubclass(tp, Section):
+        if not isinstance(v, dict):
+            raise ProfileError(f"{path}: {key} should be a table of {tp.__name__.lower()} keys, got {v!r}")
+        return _section(path, key, tp, v)
+    ok = isinstance(v, tp) and not (tp is int and isinstance(v, bool))
+    if not ok:
+        raise ProfileError(f"{path}: {key} = {v!r} should be {_type_name(tp)}, not {type(v).__name__}")
+    return v
+
+
+def _section(path: Path, where: str, cls: type, data: dict) -> Section:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    values = {}
+    for key, v in data.items():
+        if key not in hints:
+            raise _unknown(path, f"[{where}]", key, names)
+        values[key] = _convert(path, f"[{where}] {key}", hints[key], v)
+    return cls(**values)
+
+
+def load(path: str | Path) -> Profile:
+    """Read and validate one profile file; raises ProfileError naming the file and the key at fault."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{path}: not valid TOML ({e}); fix the line it names") from e
+    for key in data:
+        if key not in TOP_KEYS:
+            raise _unknown(path, "the top level", key, TOP_KEYS)
+    data.setdefault("name", path.stem)
+    for key in ("name", "description"):
+        if not isinstance(data.get(key, ""), str):
+            raise ProfileError(f"{path}: {key} = {data[key]!r} should be str")
+    sections = {k: _convert(path, k, cls, data.get(k, {})) for k, cls in SECTIONS.items()}
+    quirks = _convert(path, "quirks", StrList, data.get("quirks", []))
+    return Profile(name=data["name"], description=data.get("description", ""), path=path, quirks=quirks,
+                   raw=data, **sections)
+
+
 @lru_cache(maxsize=None)
-def all_profiles() -> dict[str, dict]:
-    """name -> profile dict, read once from devices/*.toml."""
+def all_profiles() -> dict[str, Profile]:
+    """name -> Profile, read once from devices/*.toml."""
     out = {}
     for p in sorted(PROFILE_DIR.glob("*.toml")):
-        with open(p, "rb") as f:
-            data = tomllib.load(f)
-        data.setdefault("name", p.stem)
-        out[data["name"]] = data
+        prof = load(p)
+        out[prof.name] = prof
     if "generic" not in out:
-        raise RuntimeError(f"devices/generic.toml is missing from {PROFILE_DIR}")
+        raise ProfileError(f"devices/generic.toml is missing from {PROFILE_DIR}; reinstall portable (the profiles "
+                           "ship with the package) or restore the file")
     return out
 
 
@@ -59,7 +302,7 @@ def match_score(m: dict, info: DeviceInfo) -> int | None:
     return _device_name_score(m, info.name)
 
 
-def match(info: DeviceInfo) -> dict:
+def match(info: DeviceInfo) -> Profile:
     """The profile for a live device: all given match keys must agree; unknown hardware gets 'generic'.
 
     `api` must list the device's API; `vendor_id` or `driver` (a substring of the driver name) must agree. Then a
@@ -71,17 +314,17 @@ def match(info: DeviceInfo) -> dict:
     """
     best, best_score = None, -1
     for prof in all_profiles().values():
-        score = match_score(prof.get("match", {}), info)
+        score = match_score(prof.match.given(), info)
         if score is not None and score > best_score:
             best, best_score = prof, score
     return best if best is not None else all_profiles()["generic"]
 
 
-def codegen_options(profile: dict, info: DeviceInfo | None = None) -> dict:
+def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
     """Flat dict the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
-    opts = dict(profile.get("codegen", {}))
-    opts["name"] = profile["name"]
-    limits = dict(profile.get("limits", {}))
+    opts = profile.codegen.given()
+    opts["name"] = profile.name
+    limits = profile.limits.given()
     if info is not None:
         limits.update({k: v for k, v in info.limits.items() if v is not None})
     opts["max_workgroup_count"] = tuple(limits.get("max_workgroup_count", (65535, 65535, 65535)))

@@ -55,10 +55,8 @@ def executable_digest(exe) -> str:
 
 
 def profile_apis(prof) -> tuple[str, ...]:
-    api = prof.match.api if hasattr(prof, "match") and not isinstance(prof, dict) else prof.get("match", {}).get("api")
-    if not api:
-        return ("vulkan", "opencl")
-    return tuple(api) if isinstance(api, (list, tuple)) else (api,)
+    """The APIs a profile's [match] names; both where it names none (generic)."""
+    return tuple(prof.match.api or ("vulkan", "opencl"))
 
 
 def compute(workloads: list[str], profile_names: list[str], sizes: str | None, log) -> dict[str, str]:

@@ -66,6 +66,86 @@ def test_every_file_loads_with_its_sections():
     assert set(profiles.all_profiles()) == {p.stem for p in files}
 
 
+def _toml_form(v):
+    """A typed profile value in the form TOML wrote it (tuples as lists, a single value as itself)."""
+    if isinstance(v, profiles.Section):
+        return v.given()
+    return [_toml_form(x) for x in v] if isinstance(v, tuple) else v
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_typed_fields_hold_the_toml_values(name):
+    """Every key of every section of a shipped file is a typed field with the value the file gives."""
+    prof = profiles.all_profiles()[name]
+    assert isinstance(prof, profiles.Profile) and prof.path == profiles.PROFILE_DIR / f"{name}.toml"
+    with open(prof.path, "rb") as f:
+        data = tomllib.load(f)
+    assert prof.name == data["name"] and prof.description == data["description"]
+    assert list(prof.quirks) == data.get("quirks", [])
+    for section in ("match", "limits", "codegen", "package"):
+        typed = getattr(prof, section)
+        assert isinstance(typed, profiles.SECTIONS[section])
+        for key, value in data.get(section, {}).items():
+            got = _toml_form(getattr(typed, key))
+            assert got == (value if isinstance(value, list) or section != "match" else [value]), f"{name} {key}"
+            if isinstance(value, int) and not isinstance(value, bool) and section != "match":
+                assert type(getattr(typed, key)) is int
+        assert typed.given() == {k: v if isinstance(v, list) or section != "match" else [v]
+                                 for k, v in data.get(section, {}).items()}
+
+
+def test_typed_fields_read_as_values():
+    nvidia, lavapipe = profiles.all_profiles()["nvidia"], profiles.all_profiles()["lavapipe"]
+    assert nvidia.codegen.thread_tile == (8, 4) and nvidia.limits.subgroup_size == 32
+    assert nvidia.codegen.matmul_promote_tiles == ((128, 64, 16, 4), (64, 64, 8, 4))
+    assert lavapipe.match.api == ("vulkan",) and lavapipe.match.vendor_id == (0x10005,)
+    assert lavapipe.codegen.texel_reads is True and lavapipe.codegen.coop_stage_k is None  # not given: None
+    assert profiles.all_profiles()["pocl"].package.variants[0].native_float_vector_width == 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        nvidia.codegen.thread_tile = (1, 1)  # type: ignore[misc]
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "mydevice.toml"
+    p.write_text('name = "mydevice"\ndescription = "test"\n' + text)
+    return p
+
+
+@pytest.mark.parametrize("text, key, near", [
+    ("[codegen]\nthread_tiles = [4, 4]\n", "thread_tiles", "thread_tile"),
+    ("[limits]\nsubgroup_szie = 32\n", "subgroup_szie", "subgroup_size"),
+    ("[match]\nvendorid = 4318\n", "vendorid", "vendor_id"),
+    ("[codgen]\nvectorize = true\n", "codgen", "codegen"),
+])
+def test_a_misspelt_key_is_refused_with_the_nearest_one(tmp_path, text, key, near):
+    p = _write(tmp_path, text)
+    with pytest.raises(profiles.ProfileError) as e:
+        profiles.load(p)
+    msg = str(e.value)
+    assert str(p) in msg and repr(key) in msg and f"did you mean {near!r}" in msg
+    assert isinstance(e.value, profiles.PortableError)
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    ("[codegen]\nworkgroup_invocations = \"64\"\n", "workgroup_invocations", "int"),
+    ("[codegen]\nvectorize = 1\n", "vectorize", "bool"),
+    ("[limits]\nshared_memory_bytes = true\n", "shared_memory_bytes", "int"),
+    ("[codegen]\nspirv_caps = [\"Shader\", 3]\n", "spirv_caps", "str"),
+])
+def test_a_value_of_the_wrong_type_is_refused(tmp_path, text, key, expected):
+    p = _write(tmp_path, text)
+    with pytest.raises(profiles.ProfileError) as e:
+        profiles.load(p)
+    msg = str(e.value)
+    assert str(p) in msg and key in msg and f"should be {expected}" in msg
+
+
+def test_a_valid_file_outside_devices_loads(tmp_path):
+    prof = profiles.load(_write(tmp_path, "[codegen]\nsubgroup_reduce = \"varying\"\nthread_tile = [2, 2]\n"))
+    assert prof.codegen.subgroup_reduce == "varying" and prof.codegen.thread_tile == (2, 2)
+    assert profiles.codegen_options(prof)["thread_tile"] == [2, 2]
+
+
 @pytest.mark.parametrize("name", ["nvidia", "lavapipe", "pocl"])
 def test_driver_profiles_state_every_limit(name):
     """The NVIDIA, lavapipe and PoCL profiles state the same limits as the family profiles (read on the H200 and on
