@@ -1,0 +1,1 @@
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> } // ÿ
