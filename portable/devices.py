@@ -65,10 +65,10 @@ def _profile_name(info: DeviceInfo) -> str:
 
 
 def parse_uri(uri: str) -> tuple[str, int]:
-    m = re.fullmatch(r"\s*(vulkan|opencl)(?::(\d+))?\s*", uri or "")
+    m = re.fullmatch(r"\s*(vulkan|opencl|null)(?::(\d+))?\s*", uri or "")
     if not m:
-        raise DeviceNotFound(f"unknown device {uri!r}: use 'vulkan:N' or 'opencl:N' "
-                             f"(run `portable devices` to list them)")
+        raise DeviceNotFound(f"unknown device {uri!r}: use 'vulkan:N' or 'opencl:N' ('null:0' records dispatches "
+                             f"without a driver; run `portable devices` to list them)")
     return m.group(1), int(m.group(2) or 0)
 
 
@@ -105,6 +105,11 @@ def open_device(uri: str) -> LiveDevice:
     key = f"{api}:{index}"
     with _live_lock:
         if key in _live:
+            return _live[key]
+        if api == "null":  # no driver: records what it is asked to run (runtime_null.py)
+            from .runtime_null import NullBackend
+
+            _live[key] = LiveDevice(NullBackend(index))
             return _live[key]
         infos, errs = _enumerate(api)
         if index >= len(infos):

@@ -11,8 +11,8 @@ import difflib
 import tomllib
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields
-from functools import lru_cache
+from dataclasses import dataclass, field, fields
+from functools import cache
 from pathlib import Path
 from typing import Any, Union
 
@@ -255,7 +255,7 @@ def load(path: str | Path) -> Profile:
                    raw=data, **sections)
 
 
-@lru_cache(maxsize=None)
+@cache
 def all_profiles() -> dict[str, Profile]:
     """name -> Profile, read once from devices/*.toml."""
     out = {}
