@@ -1,0 +1,96 @@
+"""Hugging Face decoders exported with torch.onnx run through portable.llm against onnxruntime: one step per
+architecture and exporter, and a greedy loop that compiles once per cache bucket and prefill chunk, not per token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers", reason="the tiny decoders are built with transformers")
+pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+
+from portable.llm import DecoderSession, Sampler, with_cache_write
+from portable.llm.hf_export import build, export
+from portable.llm.reference import OrtDecoder, run_loop
+
+PROMPT = [5, 17, 300, 42, 7, 99, 123, 8, 1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llm")
+    made = {}
+
+    def get(arch: str, exporter: str):
+        if (arch, exporter) not in made:
+            made[arch, exporter] = export(build(arch), d / f"{arch}_{exporter}.onnx", exporter)
+        return made[arch, exporter]
+
+    return get
+
+
+@pytest.mark.parametrize("arch,exporter", [("llama", "legacy"), ("qwen2", "dynamo"), ("gpt2", "legacy")])
+def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
+    """Five tokens in the cache (of 32 slots, the rest padding), one new token: logits and the written cache."""
+    import onnxruntime as ort
+
+    import portable
+
+    model, sig = with_cache_write(__import__("onnx").load(str(exported(arch, exporter))))
+    cap, n = 32, 5
+    rng = np.random.default_rng(0)
+    index = np.arange(cap)
+    index[n] = cap
+    mask = np.zeros((1, cap + 1), np.int64)
+    mask[0, :n] = 1
+    mask[0, cap] = 1
+    feeds = {"input_ids": np.array([[42]]), "attention_mask": mask, "position_ids": np.array([[n]]),
+             "kv_index": index}
+    args = [feeds[name] if name in feeds else
+            rng.standard_normal((1, sig.kv_heads[0], cap, sig.head_dims[0])).astype(np.float32)
+            for name in sig.input_names]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, dict(
+        zip(sig.input_names, args)))
+    exe = portable.compile(model, device=device, input_shapes=[a.shape for a in args])
+    out = exe(*args)
+    for r, o, name in zip(ref, out, sig.output_names):
+        np.testing.assert_allclose(o, r, atol=1e-4, rtol=1e-4, err_msg=name)
+    # The new key/value row went into slot n; the slots after it kept the past's rows.
+    past0 = args[sig.past[0]]
+    assert not np.allclose(out[sig.present[0]][:, :, n], past0[:, :, n])
+    np.testing.assert_array_equal(out[sig.present[0]][:, :, n + 1:], past0[:, :, n + 1:])
+
+
+def test_greedy_loop_compiles_per_bucket(device, exported, tmp_path, monkeypatch):
+    """32 greedy tokens after an 11-token prompt: the prefill chunk of 8 and the decode step at capacity 16, then
+    the decode step at 64: three compiles (2 buckets + 1 prefill chunk), tokens equal onnxruntime's."""
+    from portable.compiler import pipeline
+
+    monkeypatch.setenv("PORTABLE_CACHE_DIR", str(tmp_path / "cache"))  # a warm cache would hide compiles
+    real, count = pipeline.compile_module, [0]
+
+    def counted(*a, **k):
+        count[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(pipeline, "compile_module", counted)
+    path = exported("llama", "legacy")
+    ref_tokens, ref_logits, _, _ = run_loop(OrtDecoder(path).feed, PROMPT, 32, Sampler().picker())
+    with DecoderSession(path, device, buckets=(16, 64), prefill_chunks=(8,)) as s:
+        tokens, logits, _, _ = run_loop(s.feed, PROMPT, 32, Sampler().picker())
+        assert sorted(s.stats.variants) == [(16, 1), (16, 8), (64, 1)]
+        assert s.stats.bucket_moves == 1
+        assert s.length == len(PROMPT) + 31
+    assert count[0] == 3
+    assert tokens == ref_tokens
+    assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
+
+
+def test_sampler_top_k_top_p():
+    logits = np.array([0.0, 5.0, 4.0, -3.0])
+    assert Sampler().picker()(logits) == 1
+    picked = {Sampler(temperature=1.0, top_k=2, seed=s).picker()(logits) for s in range(40)}
+    assert picked == {1, 2}
+    assert {Sampler(temperature=1.0, top_p=0.5, seed=s).picker()(logits) for s in range(20)} == {1}
+    same = [Sampler(temperature=0.8, seed=3).picker()(logits) for _ in range(2)]
+    assert same[0] == same[1]
