@@ -65,6 +65,11 @@ class UntrustedPackage(PackageError):
     built by this user): its kernels are not run unless the caller passes trust="any" (portable.trust)."""
 
 
+class InvalidState(PortableError, RuntimeError):
+    """A call the object's state does not allow: a closed backend or recording, a staging ring never fenced
+    (a RuntimeError too, as callers caught before)."""
+
+
 class InvalidArgument(PortableError, ValueError):
     """An argument of a public call is out of its range (a ValueError too, as callers caught before)."""
 

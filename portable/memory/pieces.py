@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InvalidArgument
+
 
 def plan_pieces(nbytes: int, ranges: Iterable[tuple[int, int]], max_piece: int,
                 alignment: int) -> list[tuple[int, int]] | None:
@@ -61,9 +63,10 @@ class Pieces:
         for k, (start, end) in enumerate(self.ranges):
             if start <= offset < end or (offset == end == self.ranges[-1][1]):
                 if offset + nbytes > end:
-                    raise ValueError(f"bytes [{offset}, {offset + nbytes}) cross the end of piece {k} at {end}")
+                    raise InvalidArgument(f"bytes [{offset}, {offset + nbytes}) cross the end of piece {k} at {end}; "
+                                          f"bind ranges within one piece")
                 return k, offset - start
-        raise ValueError(f"byte {offset} is outside the buffer's {self.ranges[-1][1]} bytes")
+        raise InvalidArgument(f"byte {offset} is outside the buffer's {self.ranges[-1][1]} bytes")
 
     def parts(self, nbytes: int) -> list[tuple[Any, int, int]]:
         """(piece buffer, start, end) covering the first `nbytes` bytes: one upload or download per piece."""

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import OutOfDeviceMemory
+from ..errors import InvalidArgument, OutOfDeviceMemory
 
 _MIB = 1 << 20
 DEFAULT_BLOCK_BYTES = 64 * _MIB
@@ -168,7 +168,7 @@ class BufferPool:
             lease = self._leases[id(buffer)]
         offset, nbytes = int(offset), max(int(nbytes), 4)
         if offset < 0 or offset + nbytes > align_up(lease.nbytes, 4):
-            raise ValueError(f"a view of {nbytes} bytes at +{offset} does not fit buffer {lease.name!r} of "
+            raise InvalidArgument(f"a view of {nbytes} bytes at +{offset} does not fit buffer {lease.name!r} of "
                              f"{lease.nbytes} bytes")
         start = lease.offset + offset
         if start % self.alignment:

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InvalidArgument, InvalidState
 from .pool import align_up
 
 
@@ -47,7 +48,8 @@ class StagingRing:
         """Offset of `nbytes` free bytes (nbytes <= size), waiting for old transfers when the ring is full."""
         n = align_up(max(nbytes, 1), self.alignment)
         if n > self.size:
-            raise ValueError(f"a staging range of {nbytes} bytes does not fit a ring of {self.size} bytes")
+            raise InvalidArgument(f"a staging range of {nbytes} bytes does not fit a ring of {self.size} bytes; "
+                                  f"copy in parts of at most that size or make the ring larger")
         while True:
             for start in (self._head, 0):
                 if self._fits(start, n):
@@ -56,7 +58,7 @@ class StagingRing:
                     return start
             if not self._in_flight:
                 if self._unfenced:  # only unsubmitted ranges: the caller must fence them first
-                    raise RuntimeError("staging ring full of ranges never fenced; call fence() after submitting")
+                    raise InvalidState("staging ring full of ranges never fenced; call fence() after submitting")
                 self._head = 0
                 continue
             self.waits += 1

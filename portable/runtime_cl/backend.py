@@ -16,7 +16,7 @@ import numpy as np
 from ..backend import Backend, Step
 from ..completion import Completer
 from ..config import cache_dir
-from ..errors import DeviceNotFound, KernelBuildError, OutOfDeviceMemory
+from ..errors import DeviceNotFound, InvalidArgument, KernelBuildError, OutOfDeviceMemory
 from ..executable import Kernel
 from .buffers import ClBuffer
 from .clapi import cl
@@ -150,15 +150,15 @@ class OpenCLBackend(Backend):
     # ---- checks that turn misuse into a clear message instead of a driver crash ----
     def _live(self) -> _Resources:
         if self._res.closed:
-            raise ValueError(f"{self._where}: the backend is closed; create a new OpenCLBackend")
+            raise InvalidArgument(f"{self._where}: the backend is closed; create a new OpenCLBackend")
         return self._res
 
     def _own(self, buffer: Any) -> ClBuffer:
         res = self._live()
         if not isinstance(buffer, ClBuffer) or buffer.owner != res.token:
-            raise ValueError(f"{self._where}: {buffer!r} is not a buffer of this backend")
+            raise InvalidArgument(f"{self._where}: {buffer!r} is not a buffer of this backend; pass buffers it allocated")
         if buffer.mem is None or (buffer.parent is not None and buffer.parent.mem is None):
-            raise ValueError(f"{self._where}: {buffer!r} was already freed")
+            raise InvalidArgument(f"{self._where}: {buffer!r} was already freed; allocate a new buffer")
         return buffer
 
     # ---- memory ----
@@ -167,7 +167,7 @@ class OpenCLBackend(Backend):
         res = self._live()
         nbytes = int(nbytes)
         if nbytes <= 0:
-            raise ValueError(f"buffer size must be positive, got {nbytes}")
+            raise InvalidArgument(f"buffer size must be positive, got {nbytes}; allocate at least one byte")
         limit = self.info.limits.get("max_buffer_bytes") or 0
         if limit and nbytes > limit:
             raise OutOfDeviceMemory(
@@ -189,7 +189,7 @@ class OpenCLBackend(Backend):
         parent = self._own(block)
         offset, nbytes = int(offset), int(nbytes)
         if offset < 0 or offset + nbytes > parent.nbytes:
-            raise ValueError(f"{self._where}: {nbytes} bytes at +{offset} do not fit {parent!r}")
+            raise InvalidArgument(f"{self._where}: {nbytes} bytes at +{offset} do not fit {parent!r}; view within it")
         try:
             mem = parent.mem.get_sub_region(offset, nbytes)
         except Exception as e:
@@ -219,7 +219,7 @@ class OpenCLBackend(Backend):
         buf = self._own(buffer)
         host = np.ascontiguousarray(data)
         if host.nbytes > buf.nbytes:
-            raise ValueError(f"{self._where}: {host.nbytes} bytes do not fit a buffer of {buf.nbytes} bytes")
+            raise InvalidArgument(f"{self._where}: {host.nbytes} bytes do not fit a buffer of {buf.nbytes} bytes")
         if host.nbytes == 0:
             return  # OpenCL rejects zero-byte copies
         try:
@@ -232,7 +232,7 @@ class OpenCLBackend(Backend):
         buf = self._own(buffer)
         nbytes = int(nbytes)
         if not 0 <= nbytes <= buf.nbytes:
-            raise ValueError(f"{self._where}: cannot read {nbytes} bytes from a buffer of {buf.nbytes} bytes")
+            raise InvalidArgument(f"{self._where}: cannot read {nbytes} bytes from a buffer of {buf.nbytes} bytes")
         out = np.empty(nbytes, dtype=np.uint8)
         if nbytes:
             try:
@@ -338,14 +338,14 @@ class OpenCLBackend(Backend):
         """Refuse a dispatch the driver would misrun, naming it; returns the grid as three ints."""
         res = self._live()
         if not isinstance(loaded, LoadedKernel) or loaded.owner != res.token:
-            raise ValueError(f"dispatch {n}: {loaded!r} was not loaded by this backend (use load_kernel)")
+            raise InvalidArgument(f"dispatch {n}: {loaded!r} was not loaded by this backend (use load_kernel)")
         if len(buffers) != loaded.num_buffers or len(push) != loaded.num_push_constants:
-            raise ValueError(
+            raise InvalidArgument(
                 f"dispatch {n} (kernel {loaded.name!r}): got {len(buffers)} buffers and {len(push)} push "
                 f"constants, the kernel takes {loaded.num_buffers} and {loaded.num_push_constants}")
         grid = tuple(int(g) for g in grid)
         if len(grid) != 3 or min(grid) < 0:
-            raise ValueError(f"dispatch {n} (kernel {loaded.name!r}): grid {grid} must be 3 counts >= 0")
+            raise InvalidArgument(f"dispatch {n} (kernel {loaded.name!r}): grid {grid} must be 3 counts >= 0")
         for b in buffers:
             self._own(b)
         for v in push:

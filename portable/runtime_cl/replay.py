@@ -15,6 +15,7 @@ import numpy as np
 
 from ..backend import Recording, Step
 from ..completion import Completer, Completion
+from ..errors import InvalidArgument, InvalidState
 from ..memory import dependencies, uses
 from .buffers import ClBuffer
 from .clapi import cl
@@ -32,7 +33,7 @@ def int32(value: int) -> Any:
     """A push-constant value as the kernel's 32-bit `int` argument (unsigned values keep their bits)."""
     v = int(value)
     if not -(2**31) <= v < 2**32:
-        raise ValueError(f"push-constant value {v} does not fit 32 bits")
+        raise InvalidArgument(f"push-constant value {v} does not fit 32 bits; pass values in [-2**31, 2**32)")
     return np.uint32(v & 0xFFFFFFFF).view(np.int32)
 
 
@@ -113,7 +114,7 @@ class OpenCLRecording(Recording):
     def _launch(self, inputs: Sequence[np.ndarray]) -> tuple[list[Any], list[np.ndarray]]:
         """Enqueue a run once the previous one is over: (the events that mark it done, the download arrays)."""
         if self._queue is None:
-            raise RuntimeError("this recording is closed")
+            raise InvalidState("this recording is closed; record the plan again (Backend.record)")
         self._idle.wait()
         self._idle.clear()
         try:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backend import Backend, DeviceInfo, Step
 from ..completion import Completer
-from ..errors import DeviceNotFound, DriverError, PortableError
+from ..errors import DeviceNotFound, DriverError, InvalidArgument, InvalidState, PortableError
 from ..executable import Kernel
 from ..memory import barriers, uses
 from . import buffers, commands, pipelines, segments, transfers
@@ -158,16 +158,16 @@ class VulkanBackend(Backend):
     def _device(self) -> Device:
         dev = self._own.device
         if dev is None:
-            raise RuntimeError("this VulkanBackend is closed")
+            raise InvalidState("this VulkanBackend is closed; open the device again (portable.devices.open_device)")
         dev.check_usable()
         return dev
 
     def _buffer(self, buf: Any) -> Buffer:
         dev = self._device()
         if not isinstance(buf, Buffer) or buf.owner != dev.serial:
-            raise ValueError(f"{buf!r} is not a buffer of {dev.name}")
+            raise InvalidArgument(f"{buf!r} is not a buffer of {dev.name}; pass buffers this backend allocated")
         if buf.freed or (buf.parent is not None and buf.parent.freed):
-            raise ValueError(f"{buf!r} was freed")
+            raise InvalidArgument(f"{buf!r} was freed; allocate a new buffer")
         return buf
 
     # ---- Backend contract --------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ class VulkanBackend(Backend):
         buf = self._buffer(buffer)
         src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         if src.nbytes > buf.nbytes:
-            raise ValueError(f"{src.nbytes} bytes do not fit {buf!r}")
+            raise InvalidArgument(f"{src.nbytes} bytes do not fit {buf!r}; allocate a larger buffer or upload less")
         if not src.nbytes:
             return
         dev, staging = self._own.device, self._own.staging
@@ -223,7 +223,7 @@ class VulkanBackend(Backend):
         buf = self._buffer(buffer)
         nbytes = int(nbytes)
         if not 0 <= nbytes <= buf.nbytes:
-            raise ValueError(f"cannot read {nbytes} bytes from {buf!r}")
+            raise InvalidArgument(f"cannot read {nbytes} bytes from {buf!r}; read at most its size")
         out = np.empty(nbytes, dtype=np.uint8)
         if not nbytes:
             return out
@@ -250,23 +250,24 @@ class VulkanBackend(Backend):
         dev = self._device()
         max_count = self.info.limits["max_workgroup_count"]
         if not isinstance(lk, LoadedKernel) or lk.owner != dev.serial or lk.pipeline is None:
-            raise ValueError(f"dispatch {n}: {lk!r} is not a kernel loaded by this backend (use load_kernel)")
+            raise InvalidArgument(f"dispatch {n}: {lk!r} is not a kernel loaded by this backend (use load_kernel)")
         k = lk.kernel
         if len(bufs) != k.num_buffers:
-            raise ValueError(f"dispatch {n} ({k.name}): {len(bufs)} buffers given, the kernel takes "
+            raise InvalidArgument(f"dispatch {n} ({k.name}): {len(bufs)} buffers given, the kernel takes "
                              f"{k.num_buffers}")
         grid = tuple(int(g) for g in grid)
         if len(grid) != 3 or min(grid) < 0:
-            raise ValueError(f"dispatch {n} ({k.name}): grid {grid} must be three counts >= 0")
+            raise InvalidArgument(f"dispatch {n} ({k.name}): grid {grid} must be three counts >= 0")
         if any(g > m for g, m in zip(grid, max_count, strict=True)):
             raise DriverError(
                 f"dispatch {n} ({k.name}): grid {grid} exceeds maxComputeWorkGroupCount {max_count} of "
                 f"{dev.name}; the plan must split this dispatch (compile for this device's profile)")
         if len(push) != len(k.push_constants):
-            raise ValueError(f"dispatch {n} ({k.name}): {len(push)} push constants given, the kernel "
+            raise InvalidArgument(f"dispatch {n} ({k.name}): {len(push)} push constants given, the kernel "
                              f"takes {len(k.push_constants)} {k.push_constants}")
         if any(not -(1 << 31) <= int(v) < (1 << 32) for v in push):
-            raise ValueError(f"dispatch {n} ({k.name}): push constants {list(push)} do not fit 32 bits")
+            raise InvalidArgument(f"dispatch {n} ({k.name}): push constants {list(push)} do not fit 32 bits; pass "
+                                  f"values in [-2**31, 2**32)")
         for b in bufs:
             self._buffer(b)
         return grid  # type: ignore[return-value]

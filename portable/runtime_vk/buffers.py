@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OutOfDeviceMemory
+from ..errors import InvalidArgument, OutOfDeviceMemory
 from . import tracking
 from ._vk import vk
 from .device import Device
@@ -87,7 +87,7 @@ def allocate(device: Device, nbytes: int, bindable: bool = True) -> Buffer:
     first so an impossible size gives a clear error rather than a driver failure. A block for views
     (bindable=False) may exceed maxStorageBufferRange: only its views are bound."""
     if nbytes <= 0:
-        raise ValueError(f"buffer size must be > 0, got {nbytes}")
+        raise InvalidArgument(f"buffer size must be > 0, got {nbytes}; allocate at least one byte")
     size = (nbytes + 3) & ~3
     lim = device.pd.info.limits
     checks = [("max_buffer_bytes", "the largest single allocation (maxMemoryAllocationSize / heap size)",
@@ -116,7 +116,7 @@ def view(block: Buffer, offset: int, nbytes: int) -> Buffer:
     """`nbytes` of `block` from `offset` (which the caller aligned to minStorageBufferOffsetAlignment)."""
     size = (nbytes + 3) & ~3
     if offset < 0 or offset + size > block.size:
-        raise ValueError(f"a view of {nbytes} bytes at +{offset} does not fit {block!r}")
+        raise InvalidArgument(f"a view of {nbytes} bytes at +{offset} does not fit {block!r}; view within the block")
     return Buffer(nbytes=nbytes, size=size, handle=block.handle, memory=None, owner=block.owner, offset=offset,
                   parent=block)
 

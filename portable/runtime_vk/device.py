@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DeviceLost, DeviceNotFound
+from ..errors import DeviceLost, DeviceNotFound, InvalidArgument
 from . import features, segments, timeline, tracking
 from ._vk import vk
 from .errors import guard, is_vulkan_error, to_portable
@@ -47,7 +47,7 @@ def pick_transfer_family(families: tuple[tuple[int, int], ...]) -> tuple[int | N
 def _check_opt_in(pd: PhysicalDevice, opt_in: tuple[str, ...]) -> None:
     unknown = [n for n in opt_in if n not in features.OPT_IN]
     if unknown:
-        raise ValueError(f"opt_in {unknown} unknown; known: {sorted(features.OPT_IN)}")
+        raise InvalidArgument(f"opt_in {unknown} unknown; pass some of {sorted(features.OPT_IN)}")
     missing = [f"{n} ({features.OPT_IN[n][3]})" for n in opt_in if not pd.features.get(n)]
     if missing:
         raise DeviceNotFound(f"{pd.info.uri} ({pd.info.name}, {pd.info.driver_version}) does not offer "
@@ -113,7 +113,7 @@ class Device:
     def __init__(self, pd: PhysicalDevice, timeout_s: float, use_timeline: bool = True,
                  transfer_queue: str = "auto", opt_in: tuple[str, ...] = ()):
         if transfer_queue not in TRANSFER_MODES:
-            raise ValueError(f"transfer_queue must be one of {TRANSFER_MODES}, got {transfer_queue!r}")
+            raise InvalidArgument(f"transfer_queue must be one of {TRANSFER_MODES}, got {transfer_queue!r}")
         _check_opt_in(pd, opt_in)
         self.pd = pd
         self.serial = next(_serials)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..backend import Recording, Step
 from ..completion import Completer, Completion
-from ..errors import PortableError
+from ..errors import InvalidState, PortableError
 from ..memory import barriers, uses
 from ..memory.pool import align_up
 from . import commands, segments, tracking
@@ -217,7 +217,7 @@ class VulkanRecording(Recording):
         """Copy inputs to staging and submit the recorded command buffers once the previous run is over;
         (the timeline value that marks this run done (0: the fence does), its description, its last lane)."""
         if not self._parts:
-            raise RuntimeError("this recording is closed")
+            raise InvalidState("this recording is closed; record the plan again (Backend.record)")
         self.device.check_usable()  # a lost device's last run never finishes: fail here instead of waiting for it
         self._idle.wait()
         self._idle.clear()
