@@ -110,6 +110,9 @@ def check_plan(exe: Executable, where: str = "executable") -> None:
         for i, sid in enumerate(d.slots):
             if not k.access or "w" in k.access[i]:
                 written.add(sid)
+            # Weights are uploaded once per bound executable: a kernel writing them would change every later run.
+            if k.access and "w" in k.access[i] and slots[sid].kind == "constant":
+                raise _fail(where, f"{what} writes argument {i} into slot {sid}, which holds weights")
     if len(exe.input_slots) != len(exe.inputs):
         raise _fail(where, f"{len(exe.inputs)} input(s) but {len(exe.input_slots)} input slot(s)")
     if not all(_int(sid) for sid in exe.input_slots):

@@ -113,6 +113,11 @@ def _const_slot(t) -> int:
     return int(next(iter(t["weights"])))
 
 
+def _write_weights(t):
+    d = t["plan"]["dispatches"][0]
+    d["slots"][t["kernels"][d["kernel"]]["access"].index("w")] = _const_slot(t)
+
+
 EDITS = {
     "zero grid": (lambda t: t["plan"]["dispatches"][0].__setitem__("grid", [0, 1, 1]), "grid"),
     "output larger than its slot": (lambda t: t["plan"]["outputs"][0][1].__setitem__("shape", [6, 1000]),
@@ -132,6 +137,7 @@ EDITS = {
     "bad dtype": (lambda t: t["plan"]["outputs"][0][1].__setitem__("dtype", "object"), "dtype"),
     "a target's signature unlike the package's": (
         lambda t: t["plan"]["outputs"][0][1].__setitem__("shape", [5, 10]), "the package declares"),
+    "a kernel writing the weights": (_write_weights, "holds weights"),
     "kernel index out of range": (lambda t: t["plan"]["dispatches"][0].__setitem__("kernel", 99), "kernel 99"),
 }
 
