@@ -133,7 +133,7 @@ class PortablePeer(Peer):
             raise Unavailable(f"{self.device}: {type(e).__name__}: {e}") from e
         i = live.info
         return {"device": i.uri, "name": i.name, "driver": i.driver, "driver_version": i.driver_version,
-                "device_type": i.device_type, "profile": live.profile["name"]}
+                "device_type": i.device_type, "profile": live.profile.name}
 
     def prepare(self, w: Workload, inputs: list[np.ndarray]) -> Prepared:
         import portable
