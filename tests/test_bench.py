@@ -344,3 +344,24 @@ def test_weightless_package_restores_byte_for_byte(tmp_path):
         assert np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
     with pytest.raises(PackageError, match="not a package skeleton"):
         weightless.restore(pkg, tmp_path / "x.ptpk")
+
+
+def test_zoo_models_report_geomeans_and_marks_failures():
+    """The zoo report: ratios are peer time / portable time, the geomean takes the models that ran, a failed
+    cell shows its status instead of a time."""
+    from portable.bench.zoo_models import _geomean, markdown
+
+    assert _geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert _geomean([None, 0.0, 4.0]) == pytest.approx(4.0)
+    assert _geomean([]) is None
+    res = {"date": "2026-12-05", "host": "h", "cpu_count": 2, "command": "portable bench --models --zoo",
+           "devices": ["opencl:0"], "models": {
+               "a": {"onnxruntime": {"ort_ms": 10.0}, "pytorch": {"torch_ms": 20.0},
+                     "opencl:0": {"status": "pass", "steady_ms": 5.0, "vs_onnxruntime": 2.0, "vs_pytorch": 4.0}},
+               "b": {"onnxruntime": {"ort_ms": 10.0}, "pytorch": {"error": "x"},
+                     "opencl:0": {"status": "unsupported"}}},
+           "geomean": {"opencl:0": {"vs_onnxruntime": 2.0, "vs_pytorch": 4.0, "models": 1}}}
+    text = markdown(res)
+    assert "| a | 10.00 | 20.00 | 5.00 | 2.000 | 4.000 |" in text
+    assert "| b | 10.00 | - | unsupported | - | - |" in text
+    assert "opencl:0: 2.000x onnxruntime, 4.000x PyTorch (1 models)" in text

@@ -2,7 +2,7 @@
 onnxruntime (CPU) and PyTorch eager, with geomean ratios, into a dated report.
 
 Per network, as `portable zoo` runs it: one process exports the ONNX file (or reuses the zoo cache) and times
-onnxruntime, the reference every output is checked against; one process per device compiles, checks and times
+onnxruntime, the reference every output is checked against (status pass); one process per device compiles, checks and times
 portable (steady-state median); one process times the PyTorch module the file was exported from, eager (CPU
 here; on CUDA where the host has it). A ratio is peer time / portable time: above 1, portable is faster. ncnn (its
 Vulkan peer, models converted with pnnx) is not run here.
@@ -89,7 +89,7 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
             r = _job(["run", e.name, str(cache), d], timeout_s, env)
             rec[d] = {k: r.get(k) for k in ("status", "steady_ms", "steady_runs", "compile_s", "dispatches",
                                             "max_rel", "error") if k in r}
-            ms = r.get("steady_ms") if r.get("status") == "ok" else None
+            ms = r.get("steady_ms") if r.get("status") == "pass" else None
             if ms:
                 rec[d]["vs_onnxruntime"] = prep["ort_ms"] / ms
                 if tj.get("torch_ms"):
@@ -142,7 +142,7 @@ def markdown(res: dict) -> str:
         cells = [name, _f(m.get("onnxruntime", {}).get("ort_ms")), _f(m.get("pytorch", {}).get("torch_ms"))]
         for d in devs:
             r = m.get(d, {})
-            ms = r.get("steady_ms") if r.get("status") == "ok" else None
+            ms = r.get("steady_ms") if r.get("status") == "pass" else None
             cells += [_f(ms) if ms else (r.get("status") or "-"), _f(r.get("vs_onnxruntime"), "{:.3f}"),
                       _f(r.get("vs_pytorch"), "{:.3f}")]
         lines.append("| " + " | ".join(cells) + " |")
