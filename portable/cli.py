@@ -175,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     from .profiling import add_parser as add_profile_parser
 
     add_profile_parser(sub)
+    from .llm.generate import add_parser as add_generate_parser
+
+    add_generate_parser(sub)
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by commands that write results
     from .errors import PortableError

@@ -94,3 +94,41 @@ def test_sampler_top_k_top_p():
     assert {Sampler(temperature=1.0, top_p=0.5, seed=s).picker()(logits) for s in range(20)} == {1}
     same = [Sampler(temperature=0.8, seed=3).picker()(logits) for _ in range(2)]
     assert same[0] == same[1]
+
+
+def test_generate_api_and_cli(device, exported, tmp_path, capsys):
+    """`portable generate` with a tokenizer.json next to the model: the text streamed to stdout, prefill and decode
+    speeds on stderr; the API's greedy tokens equal onnxruntime's."""
+    import shutil
+
+    from portable.cli import main
+    from portable.llm.generate import generate
+    from portable.llm.hf_export import train_tokenizer
+
+    model = tmp_path / "model.onnx"
+    shutil.copy(exported("llama", "legacy"), model)
+    tok = train_tokenizer(tmp_path / "tokenizer.json")
+    prompt = "the decoder keeps its cache on the device"
+    r = generate(model, prompt, device=device, max_new_tokens=12, buckets=(16, 64), prefill_chunks=(8,))
+    ids = __import__("tokenizers").Tokenizer.from_file(str(tok)).encode(prompt).ids
+    ref, _, _, _ = run_loop(OrtDecoder(model).feed, ids, 12, Sampler().picker())
+    assert r.prompt_tokens == ids and r.tokens == ref
+    assert r.prefill_s > 0 and r.decode_s > 0
+    capsys.readouterr()
+    assert main(["generate", str(model), "--device", device, "--prompt", prompt, "--max-new-tokens", "12",
+                 "--buckets", "16,64", "--prefill-chunk", "8"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == (prompt + r.text).strip()
+    assert "prefill: " in err and "decode: 12 tokens" in err
+
+
+def test_generate_needs_a_tokenizer(exported, tmp_path):
+    import shutil
+
+    from portable.errors import InvalidArgument
+    from portable.llm.generate import generate
+
+    model = tmp_path / "model.onnx"
+    shutil.copy(exported("gpt2", "legacy"), model)
+    with pytest.raises(InvalidArgument, match="tokenizer.json"):
+        generate(model, "hello", device="vulkan:0")

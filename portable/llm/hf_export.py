@@ -125,3 +125,21 @@ def export(model: Any, path: str | Path, exporter: str = "legacy", opset: int = 
     else:
         raise ValueError(f"exporter must be 'legacy' or 'dynamo', got {exporter!r}")
     return path
+
+
+SAMPLE_TEXT = ("portable runs models on every GPU through Vulkan and OpenCL; a decoder keeps its cache on the device "
+               "and generates one token after another. The quick brown fox jumps over the lazy dog. ") * 20
+
+
+def train_tokenizer(path: str | Path, vocab: int = 1000, text: str = SAMPLE_TEXT) -> Path:
+    """A small byte-level BPE tokenizer.json trained on `text` (ids below `vocab`), for tests and benchmarks."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([text], trainer)
+    tok.save(str(path))
+    return Path(path)

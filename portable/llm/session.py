@@ -144,6 +144,24 @@ class DecoderSession:
             return fits[-1]
         return self.prefill_chunks[0] if remaining > 1 and self.prefill_chunks else 1
 
+    def plan(self, prompt_len: int, total: int) -> list[tuple[int, int]]:
+        """The (capacity, chunk) step graphs a prompt of `prompt_len` tokens then decoding up to `total` use."""
+        out: list[tuple[int, int]] = []
+        n, cap = 0, 0
+        while n < total:
+            chunk = self._chunk_for(prompt_len - n) if n < prompt_len else 1
+            real = min(chunk, prompt_len - n) if n < prompt_len else 1
+            cap = max(cap, self._bucket(n + real))
+            if (cap, chunk) not in out:
+                out.append((cap, chunk))
+            n += real
+        return out
+
+    def prepare(self, prompt_len: int, total: int) -> None:
+        """Compile (or load from the cache) every step graph that plan() lists, ahead of a timed loop."""
+        for capacity, chunk in self.plan(prompt_len, total):
+            self._variant(capacity, chunk)
+
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
         """Run `tokens` after the sequence so far; the logits (vocab,) after the last of them."""
         tokens = [int(t) for t in tokens]
