@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import math
+import tokenize
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -260,7 +261,7 @@ class Executable:
 
 # What turning edited plan data (JSON of other types or shapes) into plan objects raises.
 PLAN_ERRORS = (KeyError, ValueError, TypeError, AttributeError, IndexError, OverflowError, RecursionError, EOFError,
-               OSError, MemoryError)
+               OSError, MemoryError, SyntaxError, tokenize.TokenError)  # the last two: numpy reading a damaged .npy header
 
 
 def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> dict:
