@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything portable needs on Debian/Ubuntu: the CPU Vulkan and OpenCL drivers, their loaders,
-# SPIR-V tools, the Vulkan validation layer, and a virtual environment (.venv) with the package, its compiler
-# extra, the test tools and the model zoo's libraries. Safe to run again.
+# SPIR-V tools, the Vulkan validation layer, Oclgrind (tests/test_oclgrind.py), and a virtual environment (.venv)
+# with the package, its compiler extra, the test tools and the model zoo's libraries. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(python3 python3-venv python3-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers pocl-opencl-icd
-      ocl-icd-libopencl1 ocl-icd-opencl-dev spirv-tools)
+      ocl-icd-libopencl1 ocl-icd-opencl-dev spirv-tools oclgrind)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
