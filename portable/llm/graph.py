@@ -88,10 +88,13 @@ def with_cache_write(model: Any) -> tuple[Any, DecoderSignature]:
 
 
 def load(path_or_model: Any) -> Any:
+    """The decoder as an onnx.ModelProto, its 4-bit MatMulNBits weights as standard ONNX ops."""
     import onnx
 
+    from ..frontend.onnx_decomp_quant import dequantize_matmul_nbits
+
     if isinstance(path_or_model, (str, Path)):
-        return onnx.load(str(path_or_model))
-    if isinstance(path_or_model, bytes):
-        return onnx.load_from_string(path_or_model)
-    return path_or_model
+        path_or_model = onnx.load(str(path_or_model))
+    elif isinstance(path_or_model, bytes):
+        path_or_model = onnx.load_from_string(path_or_model)
+    return dequantize_matmul_nbits(path_or_model)

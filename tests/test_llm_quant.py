@@ -1,0 +1,55 @@
+"""com.microsoft:MatMulNBits (4-bit weights in blocks, with and without zero points) decomposed into ONNX ops and
+run on every device against onnxruntime's own MatMulNBits kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the models are built with onnx.helper")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime's MatMulNBits kernel is the reference")
+
+from portable.errors import UnsupportedOp
+from portable.frontend.onnx_decomp_quant import dequantize_matmul_nbits
+
+
+def matmul_nbits(k: int, n: int, block: int, zero_points: bool, m: int = 3, bits: int = 4, seed: int = 0):
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nb = -(-k // block)
+    q = rng.integers(0, 16, (n, nb, block)).astype(np.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)  # the low nibble first
+    scales = (rng.random((n, nb)) * 0.1 + 0.01).astype(np.float32)
+    inits = [numpy_helper.from_array(packed, "B"), numpy_helper.from_array(scales.reshape(-1), "scales")]
+    inputs = ["A", "B", "scales"]
+    if zero_points:
+        z = rng.integers(0, 16, (n, nb + nb % 2)).astype(np.uint8)
+        inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1).astype(np.uint8), "zp"))
+        inputs.append("zp")
+    node = helper.make_node("MatMulNBits", inputs, ["Y"], domain="com.microsoft", K=k, N=n, bits=bits,
+                            block_size=block)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+
+
+@pytest.mark.parametrize("k,block,zero_points", [(64, 32, True), (64, 32, False), (256, 128, True),
+                                                 (256, 128, False), (80, 32, True)])
+def test_matmul_nbits_matches_onnxruntime(device, k, block, zero_points):
+    import portable
+
+    model = matmul_nbits(k, 48, block, zero_points)
+    a = np.random.default_rng(1).standard_normal((3, k)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    plain = dequantize_matmul_nbits(model)
+    assert all(n.domain in ("", "ai.onnx") for n in plain.graph.node)
+    assert any(t.name.endswith("/packed") and t.data_type == onnx.TensorProto.UINT8 for t in plain.graph.initializer)
+    out = portable.run(plain, a, device=device)[0]
+    assert np.abs(ref).max() > 0.1
+    np.testing.assert_allclose(out, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_matmul_nbits_refuses_other_widths():
+    with pytest.raises(UnsupportedOp, match="4-bit"):
+        dequantize_matmul_nbits(matmul_nbits(64, 8, 32, False, bits=8))
