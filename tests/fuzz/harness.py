@@ -2,6 +2,8 @@
 input runs in a worker process (tests/fuzz/worker.py) under a timeout, and its outcome is one of
 
     ok       compiled/loaded and ran (ONNX: and matched onnxruntime where onnxruntime takes the model)
+             (packages load with trust="any", so the plan checks are what is fuzzed; packages with edited kernels,
+             kind package-kernel, load with the default trust and must be refused)
     clean    refused with a PortableError
     foreign  any other exception (a bug: every error a user can hit is a PortableError)
     crash    the worker died (segfault, abort)
@@ -241,8 +243,8 @@ def package_inputs(draw, seed: bytes):
         return flip_bits(seed, draw(FLIPS))
     with zipfile.ZipFile(io.BytesIO(seed)) as z:
         entries = {n: z.read(n) for n in z.namelist()}
-    if how == "entry":
-        name = draw(st.sampled_from(sorted(n for n in entries if n != "manifest.json")))
+    if how == "entry":  # weights only: edited kernels are package_kernel_inputs
+        name = draw(st.sampled_from(sorted(n for n in entries if n.startswith("weights/"))))
         entries[name] = flip_bits(entries[name], draw(FLIPS)) if draw(st.booleans()) else \
             entries[name][: draw(st.integers(0, len(entries[name])))]
         return _zip(_rehash(entries))
@@ -263,6 +265,19 @@ def package_inputs(draw, seed: bytes):
     return _zip(_rehash(entries))
 
 
+@st.composite
+def package_kernel_inputs(draw, seed: bytes):
+    """A kernel entry (SPIR-V or OpenCL C) damaged or edited and the hash made valid again: what an attacker ships.
+    Loaded as a caller does by default, it must be refused (UntrustedPackage); under trust="any" the caller has
+    accepted running the file's code, and a malformed SPIR-V module can crash a driver (lavapipe does)."""
+    with zipfile.ZipFile(io.BytesIO(seed)) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    name = draw(st.sampled_from(sorted(n for n in entries if n.startswith("targets/"))))
+    entries[name] = flip_bits(entries[name], draw(FLIPS)) if draw(st.booleans()) else \
+        entries[name][: draw(st.integers(0, len(entries[name])))]
+    return _zip(_rehash(entries))
+
+
 # ---- runs --------------------------------------------------------------------------------------------------------
 def corpus() -> list[tuple[str, str, bytes]]:
     """(name, kind, bytes) of every input that once crashed, hung or raised outside PortableError."""
@@ -278,14 +293,18 @@ def fuzz(device: str, examples: int, tmp: Path, timeout: float = 60.0, seed: int
     """Run `examples` generated inputs of each kind on `device`; returns counts per kind and outcome, and the bad
     inputs (bytes) by kind."""
     worker = Worker(device, timeout)
-    counts: dict[str, Counter] = {k: Counter() for k in ("onnx", "mlir", "package")}
+    counts: dict[str, Counter] = {k: Counter() for k in ("onnx", "mlir", "package", "package-kernel")}
     bad: list[tuple[str, bytes, dict]] = []
     pkg = package_seed(tmp)
     seeds = onnx_seeds()
     opts = settings(max_examples=examples, deadline=None, database=None, derandomize=True,
                     suppress_health_check=list(HealthCheck), phases=[__import__("hypothesis").Phase.generate])
 
+    distinct: dict[str, set] = {k: set() for k in counts}
+
     def record(kind: str, data: bytes) -> None:
+        distinct[kind].add(hashlib.sha256(data).digest())
+        counts[kind]["distinct"] = len(distinct[kind])  # hypothesis may draw an input twice
         res = worker.run(kind, data)
         counts[kind][res["outcome"]] += 1
         if res.get("compared"):
@@ -295,7 +314,8 @@ def fuzz(device: str, examples: int, tmp: Path, timeout: float = 60.0, seed: int
         if log:
             log(kind, res)
 
-    for kind, strategy in (("onnx", onnx_inputs(seeds)), ("mlir", mlir_inputs()), ("package", package_inputs(pkg))):
+    for kind, strategy in (("onnx", onnx_inputs(seeds)), ("mlir", mlir_inputs()), ("package", package_inputs(pkg)),
+                           ("package-kernel", package_kernel_inputs(pkg))):
         opts(given(strategy.map(lambda data, kind=kind: (kind, data)))(lambda pair: record(*pair)))()
     worker.close()
     return {"counts": {k: dict(v) for k, v in counts.items()}, "bad": bad}
@@ -329,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
             (a.out / f"{name}.json").write_text(json.dumps(r, indent=1))
         report["devices"][device] = {"counts": res["counts"], "seconds": round(took, 1), "bad": len(res["bad"])}
         for kind, c in res["counts"].items():
-            n = sum(v for k, v in c.items() if k != "compared")
-            rows.append(f"| {device} | {kind} | {n} | {c.get('ok', 0)} ({c.get('compared', 0)}) | {c.get('clean', 0)} "
+            n = sum(v for k, v in c.items() if k not in ("compared", "distinct"))
+            rows.append(f"| {device} | {kind} | {n} ({c.get('distinct', 0)} distinct) | {c.get('ok', 0)} ({c.get('compared', 0)}) | {c.get('clean', 0)} "
                         f"| {c.get('foreign', 0)} | {c.get('crash', 0)} | {c.get('hang', 0)} | {c.get('wrong', 0)} | "
                         f"{took:.0f} (device total) |")
         print(json.dumps(report["devices"][device]), flush=True)
