@@ -53,3 +53,27 @@ def test_matmul_nbits_matches_onnxruntime(device, k, block, zero_points):
 def test_matmul_nbits_refuses_other_widths():
     with pytest.raises(UnsupportedOp, match="4-bit"):
         dequantize_matmul_nbits(matmul_nbits(64, 8, 32, False, bits=8))
+
+
+def test_quantized_decoder_greedy_matches_onnxruntime(device, tmp_path):
+    """A Llama export quantized by onnxruntime's MatMulNBitsQuantizer (4 bits, block 32, zero points): the bucketed
+    session's greedy tokens equal onnxruntime's on the same quantized file."""
+    pytest.importorskip("transformers", reason="the decoder is built with transformers")
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from portable.llm import DecoderSession, Sampler
+    from portable.llm.hf_export import build, export
+    from portable.llm.reference import OrtDecoder, run_loop
+
+    q = MatMulNBitsQuantizer(onnx.load(str(export(build("llama"), tmp_path / "f32.onnx"))), block_size=32,
+                             is_symmetric=False)
+    q.process()
+    path = tmp_path / "q4.onnx"
+    onnx.save(q.model.model, str(path))
+    assert sum(n.op_type == "MatMulNBits" for n in q.model.model.graph.node) >= 8
+    prompt = [5, 17, 300, 42, 7, 99, 123, 8, 1, 2, 3]
+    ref, ref_logits, _, _ = run_loop(OrtDecoder(path).feed, prompt, 16, Sampler().picker())
+    with DecoderSession(path, device, buckets=(32,), prefill_chunks=(8,)) as s:
+        tokens, logits, _, _ = run_loop(s.feed, prompt, 16, Sampler().picker())
+    assert tokens == ref
+    assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
