@@ -132,3 +132,15 @@ def test_generate_needs_a_tokenizer(exported, tmp_path):
     shutil.copy(exported("gpt2", "legacy"), model)
     with pytest.raises(InvalidArgument, match="tokenizer.json"):
         generate(model, "hello", device="vulkan:0")
+
+
+def test_plan_and_context_limit(exported):
+    """The step graphs a run needs are known before it starts; a context past the largest bucket is refused."""
+    from portable.llm import ContextFull
+
+    s = DecoderSession(exported("gpt2", "legacy"), "vulkan:0", buckets=(16, 64), prefill_chunks=(8,))
+    assert s.plan(11, 43) == [(16, 8), (16, 1), (64, 1)]
+    assert s.plan(20, 30) == [(16, 8), (64, 8), (64, 1)]
+    with pytest.raises(ContextFull, match="largest KV-cache bucket"):
+        s.plan(11, 65)
+    assert s.stats.compiles == 0
