@@ -7,6 +7,7 @@ silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import tomllib
 import types
@@ -138,6 +139,49 @@ class Codegen(Section):
 
 
 @dataclass(frozen=True)
+class Options(Codegen):
+    """What one compile's strategies read: the [codegen] knobs, the limits `codegen_options` derives from the
+    profile and the live device, and knobs the compiler sets for one choice. None: not set (the reader's default).
+    Built from the options dict the pipeline passes (`Options.of`), which refuses keys it does not know."""
+
+    name: str | None = None
+    max_workgroup_count: IntList | None = None
+    max_workgroup_size: IntList | None = None
+    max_workgroup_invocations: int | None = None
+    shared_memory_bytes: int | None = None
+    subgroup_size: int | None = None
+    subgroup_sizes: IntList | None = None
+    bind_offset_alignment: int | None = None
+    max_texel_buffer_elements: int | None = None
+    fp16: bool | None = None
+    cooperative_matrix_shapes: StrList | None = None
+    vectorize_gathers: bool | str | None = None  # for_targets: "contiguous" where SPIR-V takes only plain loads
+    # Set by the compiler for one strategy choice (compiler/strategy.py, pipeline.py):
+    vector_cols: int | None = None  # a matrix-vector product's columns per thread (key "_vector_cols")
+    split_k_max_outputs: int | None = None
+    matmul_promote_tile: IntList | None = None
+    elementwise_grid_workgroups: int | None = None
+    coop_stage_buffers: int | None = None
+
+    @classmethod
+    def of(cls, options: Any) -> Options:
+        """Typed options from the dict the pipeline passes (or Options as they are)."""
+        if isinstance(options, Options):
+            return options
+        hints = _hints(cls)
+        values = {}
+        for key, v in options.items():
+            name = key.lstrip("_")
+            if name not in hints:
+                raise _unknown(Path("codegen options"), "the options", key, list(hints))
+            values[name] = None if v is None else _convert(Path("codegen options"), key, hints[name], v)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Options:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
 class Packaging(Section):
     """Ahead-of-time packages: live limits (a [limits]-like table each) whose kernels a package also carries."""
 
@@ -211,7 +255,7 @@ def _convert(path: Path, key: str, tp: Any, v: Any) -> Any:
             f"{path}: {key} = {v!r} should be {' or '.join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))}")
     if origin is tuple:
         item = typing.get_args(tp)[0]
-        seq = v if isinstance(v, list) else [v]
+        seq = v if isinstance(v, (list, tuple)) else [v]
         return tuple(_convert(path, key, item, x) for x in seq)
     if isinstance(tp, type) and issubclass(tp, Section):
         if not isinstance(v, dict):
@@ -223,8 +267,13 @@ def _convert(path: Path, key: str, tp: Any, v: Any) -> Any:
     return v
 
 
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _section(path: Path, where: str, cls: type, data: dict) -> Section:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     names = [f.name for f in fields(cls)]
     values = {}
     for key, v in data.items():

@@ -502,3 +502,14 @@ def test_subgroup_reductions_follow_the_live_device(name):
     with_ext = profiles.codegen_options(prof, live("opencl", extensions=["cl_khr_fp16", "cl_khr_subgroups"]))
     assert with_ext["opencl_subgroups"] is allowed
     assert profiles.codegen_options(prof, live("opencl", extensions=["cl_khr_fp16"]))["opencl_subgroups"] is False
+
+
+def test_compile_options_are_typed_and_checked():
+    """The options a compile reads become typed Options (strategies read fields); a misspelt override is refused
+    with the nearest key instead of being ignored."""
+    opts = profiles.Options.of(profiles.codegen_options(profiles.all_profiles()["nvidia"]))
+    assert opts.thread_tile == (8, 4) and opts.max_workgroup_count == (2147483647, 65535, 65535)
+    assert opts.matmul_thread_tile is None and opts.replace(thread_tile=(2, 2)).thread_tile == (2, 2)
+    assert profiles.Options.of({"_vector_cols": 16}).vector_cols == 16
+    with pytest.raises(profiles.ProfileError, match="'window_tap'.*did you mean 'window_taps'"):
+        profiles.Options.of(dict(profiles.codegen_options(profiles.all_profiles()["generic"]), window_tap=27))

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..profiles import Options
 from . import tiles
 from .linalg_info import OpKind
 
 ANY_WIDTH = -1  # Strategy.subgroup_reduce: the device's own subgroup reduction, whatever its width
+
+
+def _or(value, default):
+    """An option's value, or the reader's default where the profile leaves it unset."""
+    return default if value is None else value
 
 
 @dataclass(frozen=True)
@@ -77,23 +83,25 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
     carry out are off; with OpenCL C among them, subgroup reductions need the device's OpenCL shuffle and small
     cooperative-matrix tiles are only for shapes the large ones do not divide (one strategy serves every target of
     an executable)."""
-    if "vulkan" in targets and any(profile.get(k) for k in OPENCL_ONLY):
-        profile = dict(profile, **OPENCL_ONLY)
-    if "vulkan" in targets and int(profile.get("loop_vectorize", 0)) > 4:
-        profile = dict(profile, loop_vectorize=4)  # SPIR-V vectors have at most 4 lanes
-    if "vulkan" in targets and profile.get("vectorize_gathers"):
-        profile = dict(profile, vectorize_gathers="contiguous")
-    if "vulkan" in targets and profile.get("subgroup_reduce") == "varying" and \
-            "GroupNonUniformArithmetic" not in profile.get("spirv_caps", ()):
-        profile = dict(profile, subgroup_reduce=False)  # a target without SPIR-V's subgroup arithmetic
-    if "opencl" in targets and profile.get("coop_small_tiles_below"):
+    o = Options.of(profile)
+    changes: dict = {}
+    if "vulkan" in targets and any(getattr(o, k) for k in OPENCL_ONLY):
+        changes.update(OPENCL_ONLY)
+    if "vulkan" in targets and _or(o.loop_vectorize, 0) > 4:
+        changes["loop_vectorize"] = 4  # SPIR-V vectors have at most 4 lanes
+    if "vulkan" in targets and o.vectorize_gathers:
+        changes["vectorize_gathers"] = "contiguous"
+    if "vulkan" in targets and o.subgroup_reduce == "varying" and \
+            "GroupNonUniformArithmetic" not in _or(o.spirv_caps, ()):
+        changes["subgroup_reduce"] = False  # a target without SPIR-V's subgroup arithmetic
+    if "opencl" in targets and o.coop_small_tiles_below:
         # PTX wmma on NVIDIA's OpenCL lost with small tiles at 64 workgroups (devices/nvidia.toml): large ones there.
-        profile = dict(profile, coop_small_tiles_below=0)
-    if "opencl" in targets and profile.get("subgroup_reduce") and not (
-            profile.get("opencl_asm") or (profile["subgroup_reduce"] == "varying" and profile.get("opencl_subgroups"))):
+        changes["coop_small_tiles_below"] = 0
+    if "opencl" in targets and o.subgroup_reduce and changes.get("subgroup_reduce", True) and not (
+            o.opencl_asm or (o.subgroup_reduce == "varying" and o.opencl_subgroups)):
         # No subgroup shuffle known in this device's OpenCL C, nor (for the varying form) cl_khr_subgroups.
-        profile = dict(profile, subgroup_reduce=False)
-    return profile
+        changes["subgroup_reduce"] = False
+    return dict(profile, **changes) if changes else profile
 
 
 def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
@@ -103,104 +111,105 @@ def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
     matmul-like groups block a `thread_tile` of outputs per thread (register blocking); elementwise ops give
     each thread `elementwise_per_thread` consecutive elements of the innermost loop.
     """
+    o = Options.of(profile)
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
-    cols = int(profile.get("matmul_row_vector_cols", 0))
+    cols = _or(o.matmul_row_vector_cols, 0)
     if kind.kind == "matmul" and cols and len(par) >= 2 and kind.ranges[par[-2]] == 1 and \
-            not profile.get("matmul_promote_tile"):
+            not o.matmul_promote_tile:
         # A matrix-vector product: more columns per thread make each thread's walk down B's rows read longer runs
         # of each row (lavapipe, 16 columns per thread: gemv 1x2048x2048 CPU ms 9.9 -> 4.0).
-        s = _choose(kind, dict(profile, thread_tile=[1, cols], _vector_cols=cols), root)
+        s = _choose(kind, o.replace(thread_tile=(1, cols), vector_cols=cols), root)
         if s.root_k_tile:
             return s
-    if kind.kind == "matmul" and "matmul_thread_tile" in profile and not profile.get("matmul_promote_tile"):
+    if kind.kind == "matmul" and o.matmul_thread_tile is not None and not o.matmul_promote_tile:
         # The profile's matmul tile and thread layout are for the register-blocked vector path; where its tiles
         # do not divide, the scalar path keeps `thread_tile` (a large scalar tile only lengthens each thread's
         # loops, and lavapipe cuts an invocation off after 65535 loop iterations). Workgroup-memory matmuls
         # (matmul_promote_tile) have their own tiles.
-        s = _choose(kind, dict(profile, thread_tile=profile["matmul_thread_tile"]), root)
+        s = _choose(kind, o.replace(thread_tile=o.matmul_thread_tile), root)
         if s.root_k_tile:
             return s
-        profile = {k: v for k, v in profile.items() if k not in ("matmul_thread_tile", "matmul_threads_x")}
-    wide_elementwise = int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers")
-    if kind.kind == "elementwise" and (wide_elementwise or "elementwise_workgroup_invocations" in profile):
+        o = o.replace(matmul_thread_tile=None, matmul_threads_x=None)
+    wide_elementwise = _or(o.elementwise_per_thread, 1) > 4 and o.wide_buffers
+    if kind.kind == "elementwise" and (wide_elementwise or o.elementwise_workgroup_invocations is not None):
         # Wide elementwise tiles (8, halved by split_vectors.py under wide_buffers) and workgroups are for the
         # vector path; where their tiles do not divide, the plain ones (64 invocations, 4 per thread) may.
         # (OpenCL C's own wide vectors, max_vector_width, keep their tiles as they are.)
-        for plain in ((), ("elementwise_workgroup_invocations",)):
-            s = _choose(kind, {k: v for k, v in profile.items() if k not in plain}, root)
+        for plain in (o, o.replace(elementwise_workgroup_invocations=None)):
+            s = _choose(kind, plain, root)
             if s.vectorize:
                 return s
-        profile = {k: v for k, v in profile.items() if k != "elementwise_workgroup_invocations"}
-        profile["elementwise_per_thread"] = min(4, int(profile.get("elementwise_per_thread", 1)))
-    s = _choose(kind, profile, root)
-    if kind.kind == "matmul" and _scalar_loop_too_long(s, root, profile):
+        o = o.replace(elementwise_workgroup_invocations=None,
+                      elementwise_per_thread=min(4, _or(o.elementwise_per_thread, 1)))
+    s = _choose(kind, o, root)
+    if kind.kind == "matmul" and _scalar_loop_too_long(s, root, o):
         # The scalar matmul loops over K for every output of the thread tile: smaller tiles, down to one output,
         # then K split over a workgroup's threads.
         for tm, tn in ((4, 4), (2, 4), (2, 2), (1, 1)):
-            s = _choose(kind, dict(profile, thread_tile=[tm, tn]), root)
-            if not _scalar_loop_too_long(s, root, profile):
+            s = _choose(kind, o.replace(thread_tile=(tm, tn)), root)
+            if not _scalar_loop_too_long(s, root, o):
                 return s
-        split = _choose(kind, dict(profile, reduction_threads=64, split_k_max_outputs=1 << 62), root)
+        split = _choose(kind, o.replace(reduction_threads=64, split_k_max_outputs=1 << 62), root)
         if split.reduce_threads:
             return split
     return s
 
 
-def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
-    invocations = int(profile.get("workgroup_invocations", 64))
+def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
+    invocations = _or(o.workgroup_invocations, 64)
     if kind.kind in ("matmul", "conv"):
-        invocations = int(profile.get("matmul_workgroup_invocations", invocations))
+        invocations = _or(o.matmul_workgroup_invocations, invocations)
     elif kind.kind == "elementwise":
-        invocations = int(profile.get("elementwise_workgroup_invocations", invocations))
+        invocations = _or(o.elementwise_workgroup_invocations, invocations)
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind == "row":
         # A row chain (dispatch.py): threads take whole rows; the column loop and unit row loops stay whole.
         par = [d for d in range(len(kind.ranges) - 1) if kind.ranges[d] > 1] or [len(kind.ranges) - 2]
-    if kind.kind == "row" and int(profile.get("reduction_threads", 0)):
+    if kind.kind == "row" and _or(o.reduction_threads, 0):
         # A row chain on a GPU profile: one workgroup per row, its threads sharing each op of the chain.
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
-        t = tiles.row_threads(int(profile["reduction_threads"]), kind.ranges[-1])
-        sg = int(profile.get("subgroup_size", 0) or 0) if profile.get("subgroup_reduce") else 0
+        t = tiles.row_threads(o.reduction_threads, kind.ranges[-1])
+        sg = (o.subgroup_size or 0) if o.subgroup_reduce else 0
         sg = sg if sg and t % sg == 0 and t > sg else 0
-        if profile.get("subgroup_reduce") == "varying" and t > 1:
+        if o.subgroup_reduce == "varying" and t > 1:
             sg = ANY_WIDTH  # no width assumed (subgroup_reduce.py)
         rows = [r for r in kind.ranges[:-1] if r > 1]
-        max_x = int(list(profile.get("max_workgroup_count", (65535,)))[0])
-        serial = (tiles.serial_rows(rows[0], kind.ranges[-1], int(profile.get("row_workgroup_columns", 0)),
+        max_x = int(_or(o.max_workgroup_count, (65535,))[0])
+        serial = (tiles.serial_rows(rows[0], kind.ranges[-1], _or(o.row_workgroup_columns, 0),
                                     max_x) or 1) if len(rows) == 1 and t else 1
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
                         subgroup_reduce=sg, serial_rows=serial)
-    wg_red = _workgroup_reduction(kind, root, profile)
-    if not wg_red and _loop_too_long(root, profile):
+    wg_red = _workgroup_reduction(kind, root, o)
+    if not wg_red and _loop_too_long(root, o):
         # lavapipe ends an invocation after 65535 loop iterations (LP_MAX_TGSI_LOOP_ITERATIONS, counted over all
         # its loops): a longer reduction is split over a workgroup's threads instead of being cut short.
-        wg_red = _workgroup_reduction(kind, root, dict(profile, reduction_threads=64))
+        wg_red = _workgroup_reduction(kind, root, o.replace(reduction_threads=64))
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
-    conv = _vector_conv(kind, root, profile, invocations)
+    conv = _vector_conv(kind, root, o, invocations)
     if conv is not None:
         return conv
-    gathers = _vector_gathers(kind, root, par, profile, invocations)
+    gathers = _vector_gathers(kind, root, par, o, invocations)
     if gathers is not None:
         return gathers
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
-        tm, tn = profile.get("thread_tile", (4, 4))
+        tm, tn = _or(o.thread_tile, (4, 4))
         per_thread[par[-2]], per_thread[par[-1]] = tm, tn
         rows = kind.ranges[par[-2]]
-        if kind.kind == "matmul" and profile.get("matmul_short_rows_widen") and rows < tm:
+        if kind.kind == "matmul" and o.matmul_short_rows_widen and rows < tm:
             # Fewer rows than the thread tile (a matrix-vector product): the spare accumulators take columns.
             per_thread[par[-2]], per_thread[par[-1]] = rows, tn * (tm // rows)
-        if kind.kind == "conv" or "matmul_thread_tile" not in profile:  # not the CPU drivers' vector tiles
+        if kind.kind == "conv" or o.matmul_thread_tile is None:  # not the CPU drivers' vector tiles
             # A matrix-vector product keeps its columns: they are its vector loads (f16 ones narrowed to one
             # column left a vector.contract neither target lowers).
-            tiles.fill_device(kind, par, per_thread, int(profile.get("fill_threads", 0)),
+            tiles.fill_device(kind, par, per_thread, _or(o.fill_threads, 0),
                          rows_only=kind.kind == "matmul" and kind.ranges[par[-2]] == 1)
     elif kind.kind == "elementwise" and par:
-        per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
-        rows = int(profile.get("elementwise_rows_per_thread", 1))
-        if rows > 1 and per_thread[par[-1]] == 8 and profile.get("wide_buffers") and len(par) >= 2 and \
+        per_thread[par[-1]] = _or(o.elementwise_per_thread, 1)
+        rows = _or(o.elementwise_rows_per_thread, 1)
+        if rows > 1 and per_thread[par[-1]] == 8 and o.wide_buffers and len(par) >= 2 and \
                 kind.ranges[par[-2]] % rows == 0:
             per_thread[par[-2]] = rows  # lavapipe: a bias read once for `rows` rows (row_vectors.py)
     tile = [0] * len(kind.ranges)
@@ -208,10 +217,10 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
     budget = invocations
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
-    max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
-    if kind.kind == "matmul" and profile.get("matmul_threads_x"):
+    max_size = list(_or(o.max_workgroup_size, (1024, 1024, 64)))
+    if kind.kind == "matmul" and o.matmul_threads_x:
         # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
-        max_size[0] = min(int(max_size[0]), int(profile["matmul_threads_x"]))
+        max_size[0] = min(int(max_size[0]), o.matmul_threads_x)
     for i, d in enumerate(reversed(par[-3:])):
         need = max(1, -(-kind.ranges[d] // per_thread[d]))
         t = min(budget, tiles.pow2_at_least(need), tiles.pow2_at_most(int(max_size[i])))
@@ -223,7 +232,7 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
         per, dtile, dthreads = tiles.dividing_tiles(kind, par, per_thread, invocations,
-                                                      _vector_width(profile), int(profile.get("matmul_threads_x", 0)))
+                                                      _vector_width(o), _or(o.matmul_threads_x, 0))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -236,12 +245,12 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
         tile[d] = 1
     # Grid dimension i (x = innermost distributed loop) must stay within the device's workgroup-count limit:
     # past it, each thread takes proportionally more of that loop.
-    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    max_count = list(_or(o.max_workgroup_count, (65535, 65535, 65535)))
     stride = 0
     if kind.kind == "elementwise" and len([d for d in par if kind.ranges[d] > 1]) == 1 and kind.ranges[par[-1]] > 1:
         # One loop of tiles, a vector per thread: past the grid (or the profile's cap) a grid-stride loop over
         # them (grid_stride.py) instead of more elements per thread.
-        cap = min(max_count[0], int(profile.get("elementwise_grid_workgroups") or max_count[0]))
+        cap = min(max_count[0], int(o.elementwise_grid_workgroups or max_count[0]))
         if -(-kind.ranges[par[-1]] // tile[par[-1]]) > cap:
             stride = cap
     for i, d in enumerate(reversed(par[-3:])):
@@ -250,21 +259,21 @@ def _choose(kind: OpKind, profile: dict, root: OpKind | None) -> Strategy:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
-    _spread_over_workgroups(kind, par, tile, threads, per_thread, int(profile.get("min_workgroups", 0)))
-    promoted = _promoted_matmul(kind, root, profile)
+    _spread_over_workgroups(kind, par, tile, threads, per_thread, _or(o.min_workgroups, 0))
+    promoted = _promoted_matmul(kind, root, o)
     if promoted is not None:
         return promoted
-    vec = _can_vectorize(kind, tile, per_thread, profile)
+    vec = _can_vectorize(kind, tile, per_thread, o)
     k_tile: tuple[int, ...] = ()
-    if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, profile):
+    if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, o):
         vec = True
         k = root.iterators.index("reduction")
-        kt = _shared_k_step(profile, threads[par[-1]], root.ranges[k]) or \
+        kt = _shared_k_step(o, threads[par[-1]], root.ranges[k]) or \
             next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
-        width = _vector_width(profile)
+        width = _vector_width(o)
         cols = per_thread[par[-1]]
         if cols % width:
             width = 4  # a single-row tile of _vector_cols (lavapipe): vec4 chunks
@@ -291,18 +300,18 @@ def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threa
             tile[d] = threads[d] * per_thread[d]
 
 
-def _shared_k_step(profile: dict, threads_x: int, k_range: int) -> int:
+def _shared_k_step(o: Options, threads_x: int, k_range: int) -> int:
     """A longer K step where the profile shares A reads across a subgroup (subgroup_reads.py: 1, 2 or 4 values
     per lane), else 0. Its lanes must lie along the columns, so that they share rows; and the K loop must keep
     at least two steps (a loop of one is folded away under the transform script)."""
-    lanes = int(profile.get("subgroup_shared_reads", 0))
+    lanes = _or(o.subgroup_shared_reads, 0)
     if not lanes or threads_x % lanes:
         return 0
-    top = int(profile.get("matmul_k_tile", 4 * lanes))
+    top = _or(o.matmul_k_tile, 4 * lanes)
     return next((t for t in (top, top // 2, top // 4) if t >= lanes and k_range % t == 0 and k_range > t), 0)
 
 
-def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strategy | None:
+def _promoted_matmul(kind: OpKind, root: OpKind | None, o: Options) -> Strategy | None:
     """The workgroup-memory matmul (promotion.py) where the profile asks for it: a plain f32-sized (m, n, k)
     matmul, or a batch of them (one workgroup per batch index and tile; H200, the bench's 16x512x64 @ 16x64x512
     attention product 30.3 -> 20.4 us on Vulkan, benchmarks/results/h200/session21/bmm_promotion_nvidia.json),
@@ -313,7 +322,7 @@ def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strate
     first; the first that divides the matmul and gives at least `matmul_promote_min_workgroups` workgroups is
     taken (a large tile on a small matmul leaves most of the GPU idle), else the last that divides. Without it,
     `matmul_promote_tile` with `thread_tile` is the only candidate."""
-    if root is None or kind.kind != "matmul" or not profile.get("vectorize", False):
+    if root is None or kind.kind != "matmul" or not o.vectorize:
         return None
     batch = len(root.iterators) == 4  # a batch matmul: one workgroup per batch index and tile (grid z)
     loops = ["parallel"] * (2 + batch)
@@ -323,52 +332,51 @@ def _promoted_matmul(kind: OpKind, root: OpKind | None, profile: dict) -> Strate
     epilogue = list(kind.iterators) == loops and tuple(kind.ranges) == tuple(root.ranges[:-1])
     if not epilogue and tuple(kind.ranges) != tuple(root.ranges):
         return None
-    candidates = [tuple(int(v) for v in c) for c in profile.get("matmul_promote_tiles", ())]
-    if not candidates and profile.get("matmul_promote_tile"):
-        candidates = [(*(int(v) for v in profile["matmul_promote_tile"]),
-                       *(int(v) for v in profile.get("thread_tile", (4, 4))))]
-    fitting = [c for c in candidates if _promotable(root, profile, *c)]
+    candidates = [tuple(int(v) for v in c) for c in _or(o.matmul_promote_tiles, ())]
+    if not candidates and o.matmul_promote_tile:
+        candidates = [(*(int(v) for v in o.matmul_promote_tile), *(int(v) for v in _or(o.thread_tile, (4, 4))))]
+    fitting = [c for c in candidates if _promotable(root, o, *c)]
     if not fitting:
         return None
     b, m, n = (root.ranges[0] if batch else 1), root.ranges[-3], root.ranges[-2]
-    enough = int(profile.get("matmul_promote_min_workgroups", 0))
+    enough = _or(o.matmul_promote_min_workgroups, 0)
     wm, wn, tm, tn = next((c for c in fitting if b * (m // c[0]) * (n // c[1]) >= enough), fitting[-1])
-    kt = int(profile.get("matmul_promote_k", 16))
+    kt = _or(o.matmul_promote_k, 16)
     lead = (1,) * batch
     k_loop = () if epilogue else (0,)  # the tiled op's own K loop (tiled by promotion.emit)
     return Strategy((*lead, wm, wn, *k_loop), (*(0,) * batch, wm // tm, wn // tn, *k_loop), True,
                     (*(0,) * batch, 0, 0, 4), (batch, tm), promote_k=kt)
 
 
-def _promotable(kind: OpKind, profile: dict, wm: int, wn: int, tm: int, tn: int) -> bool:
+def _promotable(kind: OpKind, o: Options, wm: int, wn: int, tm: int, tn: int) -> bool:
     """Tiles divide the loops, K steps are whole vectors, and the threads and the two f32 operand tiles fit the
     device's workgroup limits and shared memory."""
     m, n, k = kind.ranges[-3:]
-    kt = int(profile.get("matmul_promote_k", 16))
+    kt = _or(o.matmul_promote_k, 16)
     if m % wm or n % wn or k % kt or kt % 4 or wm % tm or wn % tn or tn not in (1, 2, 4):
         return False
-    if (wm + wn) * kt * 4 > int(profile.get("shared_memory_bytes", 16384)):
+    if (wm + wn) * kt * 4 > _or(o.shared_memory_bytes, 16384):
         return False
     rows, cols = wm // tm, wn // tn
-    max_size = list(profile.get("max_workgroup_size", (1024, 1024, 64)))
-    return rows * cols <= int(profile.get("max_workgroup_invocations", 1024)) and cols <= max_size[0] \
+    max_size = list(_or(o.max_workgroup_size, (1024, 1024, 64)))
+    return rows * cols <= _or(o.max_workgroup_invocations, 1024) and cols <= max_size[0] \
         and rows <= max_size[1]
 
 
-def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: int) -> Strategy | None:
+def _vector_conv(kind: OpKind, root: OpKind | None, o: Options, invocations: int) -> Strategy | None:
     """A channelwise (depthwise) convolution as register tiles where the profile asks for it
     (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (width,
     channels), tiles that divide every loop (static vectors), and accumulates them in registers over the
     window taps (`root_taps`). Each tap reads rows of channels, contiguous in NHWC."""
-    if not profile.get("conv_vector_taps") or not profile.get("vectorize") or root is None or \
+    if not o.conv_vector_taps or not o.vectorize or root is None or \
             root.kind != "conv" or not root.channelwise:
         return None
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind != "conv" or len(par) < 3 or "reduction" not in root.iterators:
         return None
     per_thread = [1] * len(kind.ranges)
-    per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in profile.get("thread_tile", (4, 4)))
-    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, _vector_width(profile))
+    per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in _or(o.thread_tile, (4, 4)))
+    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, _vector_width(o))
     if per[par[-1]] == 1:
         return None  # one channel per thread: the vectors would run along the width, strided
     for d in par[:-3]:
@@ -376,7 +384,7 @@ def _vector_conv(kind: OpKind, root: OpKind | None, profile: dict, invocations: 
     return Strategy(tuple(tile), tuple(threads), True, root_taps=True)
 
 
-def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: dict,
+def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], o: Options,
                     invocations: int) -> Strategy | None:
     """A gather marked vectorizable (a float pad, gathers.VECTOR_GATHER) vectorized along its innermost loop
     where the profile asks for it (`vectorize_gathers`; "contiguous": only gathers read by plain vector loads):
@@ -384,15 +392,15 @@ def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: 
     loop (static vectors); its read along that loop becomes a vector load. An unrolled window (a depthwise
     convolution, a pool) takes `window_outputs_per_thread` positions of the next loop too, one vector each,
     unrolled: neighbouring outputs share taps, so each input vector is loaded once for all of them."""
-    allowed = profile.get("vectorize_gathers")
-    if not (allowed and profile.get("vectorize") and kind.kind == "elementwise" and root is not None
+    allowed = o.vectorize_gathers
+    if not (allowed and o.vectorize and kind.kind == "elementwise" and root is not None
             and root.vector_gather in (("contiguous",) if allowed == "contiguous" else ("contiguous", "lanes"))
             and par and len(par) == len(kind.ranges)):
         return None
     per_thread = [1] * len(kind.ranges)
-    per_thread[par[-1]] = int(profile.get("elementwise_per_thread", 1))
+    per_thread[par[-1]] = _or(o.elementwise_per_thread, 1)
     if root.window and len(par) >= 2:
-        per_thread[par[-2]] = int(profile.get("window_outputs_per_thread", 1))
+        per_thread[par[-2]] = _or(o.window_outputs_per_thread, 1)
     per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, 4)
     if per[par[-1]] not in (2, 4):
         return None
@@ -402,49 +410,49 @@ def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], profile: 
     return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
 
 
-def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
+def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], o: Options) -> bool:
     """Register-blocked vector matmul needs static per-thread tiles: every workgroup tile divides its loop."""
-    if not profile.get("vectorize", False) or root.iterators.count("reduction") != 1:
+    if not o.vectorize or root.iterators.count("reduction") != 1:
         return False
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    cols, width = per_thread[par[-1]], _vector_width(profile)
+    cols, width = per_thread[par[-1]], _vector_width(o)
     if cols in (1, 2, 4) or (width > 4 and cols % width == 0):
         return True
-    # Wider single-row tiles (profile key _vector_cols, set by choose for matrix-vector products where the
+    # Wider single-row tiles (Options.vector_cols, set by choose for matrix-vector products where the
     # profile has matmul_row_vector_cols): vec4 chunks, unrolled (root_col_split).
-    wide = int(profile.get("_vector_cols", 0))
+    wide = _or(o.vector_cols, 0)
     return wide > 4 and cols == wide and wide % 4 == 0 and per_thread[par[-2]] == 1
 
 
-def _vector_width(profile: dict) -> int:
+def _vector_width(o: Options) -> int:
     """Widest vector of a thread's row (matmul tile rows, elementwise runs): 4 unless the profile asks for 8 or
     16 (OpenCL C has them; SPIR-V without the Vector16 capability does not); wider matmul rows are held in
     several such vectors."""
-    width = int(profile.get("max_vector_width", 4))
+    width = _or(o.max_vector_width, 4)
     return width if width in (8, 16) else 4
 
-def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], profile: dict) -> bool:
+def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], o: Options) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
     innermost per-thread extent is a vector width the targets have (2 or 4; SPIR-V has no wider vectors
     without the Vector16 capability; 8 or 16 where the profile's max_vector_width allows)."""
-    if not profile.get("vectorize", False) or kind.kind != "elementwise" or kind.gathers:
+    if not o.vectorize or kind.kind != "elementwise" or kind.gathers:
         return False
     if any(it != "parallel" for it in kind.iterators) or any(t == 0 for t in tile):
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    if per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(profile)):
+    if per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(o)):
         return True
     # 8: split into vec4 halves before SPIR-V where the profile asks (compiler/split_vectors.py).
-    return per_thread[-1] == 8 and bool(profile.get("wide_buffers"))
+    return per_thread[-1] == 8 and bool(o.wide_buffers)
 
 
-def _scalar_loop_too_long(s: Strategy, root: OpKind | None, profile: dict) -> bool:
+def _scalar_loop_too_long(s: Strategy, root: OpKind | None, o: Options) -> bool:
     """A scalar (not register-blocked) matmul tile whose K loops, one per output of a thread's tile, pass the
     profile's max_loop_iterations."""
-    limit = int(profile.get("max_loop_iterations", 0))
+    limit = _or(o.max_loop_iterations, 0)
     if not limit or root is None or s.root_k_tile or s.reduce_threads or s.coop or s.promote_k:
         return False
     outputs = 1
@@ -456,9 +464,9 @@ def _scalar_loop_too_long(s: Strategy, root: OpKind | None, profile: dict) -> bo
     return outputs * k > limit
 
 
-def _loop_too_long(root: OpKind | None, profile: dict) -> bool:
+def _loop_too_long(root: OpKind | None, o: Options) -> bool:
     """Whether one thread reducing a whole row of `root` would pass the profile's max_loop_iterations."""
-    limit = int(profile.get("max_loop_iterations", 0))
+    limit = _or(o.max_loop_iterations, 0)
     if not limit or root is None or root.kind != "reduction":
         return False
     n = 1
@@ -467,17 +475,17 @@ def _loop_too_long(root: OpKind | None, profile: dict) -> bool:
     return n > limit
 
 
-def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> int:
+def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
     """Threads per output element for the workgroup-reduction strategy, or 0 when it does not apply: the
     profile asks for it (GPUs; on CPU drivers barriers cost more than they save), the root reduces one
     innermost loop long enough to share, and the grid of one workgroup per output fits the device."""
-    t = int(profile.get("reduction_threads", 0))
+    t = _or(o.reduction_threads, 0)
     if not t or root is None or root.kind not in ("reduction", "matmul"):
         return 0
     outputs = 1
     for r, it in zip(root.ranges, root.iterators):
         outputs *= r if it == "parallel" else 1
-    if root.kind == "matmul" and outputs > int(profile.get("split_k_max_outputs", 8192)):
+    if root.kind == "matmul" and outputs > _or(o.split_k_max_outputs, 8192):
         return 0  # a matrix-vector product (decode) has too few outputs to fill the GPU: split its K loop
     if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
         return 0
@@ -490,7 +498,7 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, profile: dict) -> in
         if not t:
             return 0
     par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel"]
-    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    max_count = list(_or(o.max_workgroup_count, (65535, 65535, 65535)))
     if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):
         return 0
     return t
