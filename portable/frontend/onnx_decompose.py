@@ -19,7 +19,7 @@ to the PORTABLE_DUMP directory as onnx-decompositions.txt.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -151,15 +151,16 @@ PATHS_KEY = "portable.onnx_paths"  # metadata_props entry: one line per node of 
 def decompose(m, infer, _done: frozenset = frozenset()):
     """Apply the registered rewrites to the top-level graph; returns the (re-inferred) model. `_done`: names of
     nodes already visited (emitted by a rewrite or left to torch-mlir) by an earlier round."""
+    from ..errors import PortableError, UnsupportedOp
     from . import (  # noqa: F401
         onnx_decomp_grid,
         onnx_decomp_index,
         onnx_decomp_linalg,
+        onnx_decomp_pad,
         onnx_decomp_pool,
         onnx_decomp_signal,
         onnx_decomp_spectral,
     )
-    from ..errors import PortableError, UnsupportedOp
     from .onnx_describe import node_detail
 
     def candidate(n) -> bool:

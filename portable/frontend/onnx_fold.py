@@ -108,6 +108,37 @@ def _cast_like(node, value: np.ndarray, elem_type: int, opsets: dict[str, int]) 
     return _evaluate(cast, {"x": value}, opsets)
 
 
+def _infer_node(node, shapes: dict, dtypes: dict, values: dict, opsets: dict[str, int]) -> None:
+    """Static shapes of a node's results from its inputs' (small constant inputs as values), into `shapes` and
+    `dtypes`: a Reshape whose target shape was folded earlier in this sweep has a known result at once, so the
+    Shape -> Gather -> Div -> Concat -> Reshape chain of the next block folds in the same sweep (a channel shuffle
+    per block would otherwise take one whole-model inference round per block)."""
+    from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+    inputs, inits = [], []
+    for i in dict.fromkeys(i for i in node.input if i):
+        if i in values and values[i].size <= FOLD_LIMIT:
+            inits.append(numpy_helper.from_array(values[i], i))
+        elif i in shapes and i in dtypes:
+            inputs.append(helper.make_tensor_value_info(i, dtypes[i], shapes[i]))
+        else:
+            return
+    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o]
+    g = helper.make_graph([node], "node", inputs, outs, initializer=inits)
+    one = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    try:
+        inferred = shape_inference.infer_shapes(one, strict_mode=True, data_prop=True)
+    except Exception:  # noqa: BLE001 - whatever one node's inference rejects, the whole-model inference reports
+        return
+    for vi in list(inferred.graph.output) + list(inferred.graph.value_info):
+        tt = vi.type.tensor_type
+        if vi.name in shapes or not tt.elem_type or not tt.HasField("shape"):
+            continue
+        if all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[vi.name] = tuple(d.dim_value for d in tt.shape.dim)
+            dtypes[vi.name] = tt.elem_type
+
+
 def fold_once(m) -> int:
     """One folding sweep over the top-level graph, in place; returns how many nodes were folded away."""
     from onnx import helper, numpy_helper
@@ -148,6 +179,8 @@ def fold_once(m) -> int:
         elif all(o and o in values and values[o].size == 0 for o in n.output):
             res = [values[o] for o in n.output]  # results with no elements: constants whatever the inputs
         else:
+            if any(o and o not in shapes for o in n.output):
+                _infer_node(n, shapes, dtypes, values, opsets)
             continue
         folded.append(n)
         values.update(zip(n.output, res))
@@ -264,4 +297,4 @@ def fold_constants(m, infer, rounds: int = 6):
     return m
 
 
-__all__ = ["fold_constants", "fold_once", "canonicalize_slices", "FOLD_LIMIT"]
+__all__ = ["FOLD_LIMIT", "canonicalize_slices", "fold_constants", "fold_once"]
