@@ -100,6 +100,7 @@ def export(out: Path, only: list[str]) -> None:
             if not pkg.exists():
                 package.build(str(onnx_path), TARGETS, pkg, input_shapes=shapes)
             stats = weightless.strip(pkg, out / f"{name}-b{batch}.skel", m)
+            (out / f"{name}-b{batch}.hash").write_text(package.Package(pkg).content_hash)  # the pin for run
             print(f"{name} b{batch}: compiled in {time.perf_counter() - t:.0f} s; package "
                   f"{pkg.stat().st_size / 2**20:.1f} MiB, skeleton "
                   f"{(out / f'{name}-b{batch}.skel').stat().st_size / 2**20:.2f} MiB {stats}", flush=True)
@@ -176,7 +177,7 @@ def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str]) -
             for dev in devices:
                 try:
                     t0 = time.perf_counter()
-                    exe = portable.load(pkg, device=dev)
+                    exe = portable.load(pkg, device=dev, expect_hash=(src / f"{key}.hash").read_text().strip())
                     outs = exe(*xs)
                     first = time.perf_counter() - t0
                     err = max(_rel(o, r) for o, r in zip(outs, refs))
