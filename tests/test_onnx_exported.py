@@ -194,3 +194,42 @@ def test_silero_vad_as_shipped(device, file, inputs):
     arrays = [np.array(v, np.int64) if isinstance(v, int) else (0.1 * RNG.standard_normal(v)).astype(np.float32)
               for v in inputs.values()]
     check(portable.run(str(path), *arrays, device=device), reference(path, *arrays), rtol=1e-3, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ grids
+
+
+def _wide_conv():
+    """FCN-ResNet50's head as its legacy export writes it: a 3x3 convolution over 2048 channels at 28x28. Its
+    im2col tiles into 2048 x 3 x 3 x 4 = 73728 workgroups on lavapipe, past 65535 in any one grid dimension."""
+    w = (0.01 * RNG.standard_normal((8, 2048, 3, 3))).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="/classifier/classifier.0/Conv",
+                                            kernel_shape=[3, 3], pads=[1, 1, 1, 1])], "head",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [1, 2048, 28, 28])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+
+
+@pytest.mark.parametrize("name", ["lavapipe", "pocl", "nvidia", "arm-mali-valhall"])
+def test_no_grid_past_the_profile_limit(name):
+    """Every dispatch of the plan within the profile's workgroup counts, whatever the tiles; the wide im2col on a
+    linearized grid of more than one dimension."""
+    from portable import profiles
+    from portable.compiler.pipeline import compile_module
+    from portable.frontend.onnx_import import onnx_to_mlir
+
+    opts = profiles.codegen_options(profiles.all_profiles()[name])
+    limit = opts["max_workgroup_count"]
+    exe = compile_module(onnx_to_mlir(_wide_conv()), opts, ("opencl",))
+    grids = [tuple(d.grid) for d in exe.dispatches]
+    assert all(all(0 < g <= m for g, m in zip(grid, limit)) for grid in grids), (grids, limit)
+    items = [g * w for d in exe.dispatches for g, w in zip(d.grid, exe.kernels[d.kernel].workgroup_size)]
+    assert max(items) < 2 ** 31
+    if name == "lavapipe":  # the shape that had asked for 73728 workgroups in x
+        assert max(g[0] * g[1] * g[2] for g in grids) > limit[0], grids
+
+
+def test_wide_grid_runs_like_onnxruntime(device):
+    m = _wide_conv()
+    x = RNG.standard_normal((1, 2048, 28, 28)).astype(np.float32)
+    check(portable.run(m, x, device=device), reference(m, x), rtol=1e-3, atol=1e-4)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce
+from . import block_grid, coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce
 from .dispatch import Group
 from ..ir.util import pop_marked
 from .linalg_info import classify
@@ -15,13 +15,18 @@ from .strategy import Strategy
 CYCLIC = "portable.cyclic_step"
 
 
-def _mapping(kind: str, n: int) -> str:
-    """GPU mapping attributes for an n-dimensional forall, innermost loop on x."""
-    if n <= 3:
+def _mapping(kind: str, n: int, linear: bool = False) -> str:
+    """GPU mapping attributes for an n-dimensional forall, innermost loop on x (`linear`: on a linearized grid)."""
+    if n <= 3 and not linear:
         names = ["z", "y", "x"][3 - n:]
     else:
         names = [f"linear_dim_{n - 1 - i}" for i in range(n)]
     return ", ".join(f"#gpu.{kind}<{a}>" for a in names)
+
+
+def _block_grid(ranges, s: Strategy) -> list[int] | None:
+    """[x, y, z] workgroups of a linearized grid where the tiles do not fit one loop per grid dimension."""
+    return block_grid.linear_grid(block_grid.tile_counts(ranges, s.tile))
 
 
 def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[int, ...]]) -> str:
@@ -44,7 +49,8 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         # last op, over (m, n).
         sizes = ", ".join(str(t) for t in (s.tile[:len(g_ranges[k])] if s.coop else s.tile))
         emit(f"    %wt{k}, %wf{k} = transform.structured.tile_using_forall %t{k} tile_sizes [{sizes}] "
-             f"(mapping = [{_mapping('block', len(tiled))}]) : ({any_op}) -> ({any_op}, {any_op})")
+             f"(mapping = [{_mapping('block', len(tiled), _block_grid(g_ranges[k], s) is not None)}]) "
+             f": ({any_op}) -> ({any_op}, {any_op})")
         emit(f'    transform.annotate %wf{k} "portable.wg{k}" : {any_op}')
         cont = f"%wf{k}"
         for j in range(1, len(fused) + 1):
@@ -114,14 +120,8 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         k = g.index
         wx, wy, wz = s.workgroup_size
         emit(f"    %f{k} = transform.structured.match attributes{{portable.wg{k}}} in %b : ({any_op}) -> {any_op}")
-        grid = ""
-        if len([t for t in s.tile if t]) > 3:
-            # A forall of more than three dims maps to a linearized grid; its size must be given.
-            blocks = 1
-            for r, t in zip(g_ranges[k], s.tile):
-                if t:
-                    blocks *= -(-r // t)
-            grid = f" grid_dims = [{blocks}, 1, 1]"
+        dims = _block_grid(g_ranges[k], s)  # a linearized grid's size must be given
+        grid = f" grid_dims = [{', '.join(map(str, dims))}]" if dims else ""
         emit(f"    %l{k} = transform.gpu.map_forall_to_blocks %f{k} generate_gpu_launch{grid} : ({any_op}) -> {any_op}")
         # Promoted: a barrier after each step; a cooperative-matrix epilogue: after the subgroups' stores.
         sync = "true" if s.reduce_threads or s.promote_k or (s.coop and g.consumers) else "false"
