@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import compile_and_load
 
 import portable
 from portable.compiler import fusion_cost, split_k
-from portable.ir.mlir import ir, passmanager
 from portable.compiler.pipeline import PREPROCESS, public_func
-from conftest import compile_and_load
+from portable.ir.mlir import ir, passmanager
 
 
 def _graph(m: int, k: int, n: int, producer: str) -> portable.Graph:
@@ -113,7 +113,7 @@ def _reduces(op) -> bool:
 def test_squeeze_excite_scale_leaves_the_convolution():
     """The scale is computed once per input value, and the convolution, plain again, becomes a matmul."""
     pytest.importorskip("onnx", reason="the ONNX frontend needs the 'onnx' package")
-    from portable.compiler import gathers, unfuse
+    from portable.compiler import conv_gemm, unfuse
     from portable.frontend.onnx_import import onnx_to_mlir
 
     with ir.Context(), ir.Location.unknown():
@@ -126,7 +126,7 @@ def test_squeeze_excite_scale_leaves_the_convolution():
         ops = [op for op in fn.regions[0].blocks[0].operations if op.name == "linalg.generic"]
         assert [("math.exp" in str(o), _reduces(o)) for o in ops if "math.exp" in str(o) or _reduces(o)] == \
             [(True, False), (False, True)]
-        gathers.convs_to_matmul(fn, 1 << 30)
+        conv_gemm.convs_to_matmul(fn, 1 << 30)
         passmanager.PassManager.parse("builtin.module(canonicalize)").run(module.operation)
         assert "linalg.matmul" in str(module)
 

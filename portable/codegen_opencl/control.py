@@ -7,8 +7,8 @@ both branches.
 
 from __future__ import annotations
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import nd_vectors as nd
 
 

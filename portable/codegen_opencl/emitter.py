@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..ir.bounds import Bounds
-from ..ir.util import multiple_of
-from ..ir.mlir import ir
 from ..errors import CompileError, UnsupportedOp
+from ..ir.bounds import Bounds
+from ..ir.mlir import ir
+from ..ir.util import multiple_of
 from . import bf16, control, helpers, matrix, storage, transfer, vector_ops
 from . import nd_vectors as nd
 from . import ops as arith_math

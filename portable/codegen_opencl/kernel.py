@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import CompileError, UnsupportedOp
 from ..ir.bounds import Bounds
 from ..ir.mlir import ir
-from ..errors import CompileError, UnsupportedOp
 from . import storage
 from . import types as T
 from .emitter import Emitter, memory_space, op_text

@@ -22,8 +22,8 @@ import re
 
 import numpy as np
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import storage
 from . import types as T
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import types as T
 from .vector_ops import lane, linear_position
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import bf16, helpers
 from . import types as T
 

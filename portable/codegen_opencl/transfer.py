@@ -8,8 +8,8 @@ lane by lane.
 
 from __future__ import annotations
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import nd_vectors as nd
 from . import storage
 from . import types as T

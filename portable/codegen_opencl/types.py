@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from ..ir.util import bf16_bits
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
+from ..ir.util import bf16_bits
 
 VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 

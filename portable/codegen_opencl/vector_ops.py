@@ -5,8 +5,8 @@ vector.load / vector.store need the memref addressing of the emitter and live th
 
 from __future__ import annotations
 
-from ..ir.mlir import ir
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import helpers
 from . import types as T
 from .ops import Handler, from_unsigned, to_unsigned

@@ -11,9 +11,9 @@ bytes, silently). Instead, before convert-gpu-to-spirv:
 
 from __future__ import annotations
 
-from ..ir.util import bf16_bits, with_element
-from ..ir.mlir import arith, ir
 from ..errors import CompileError
+from ..ir.mlir import arith, ir
+from ..ir.util import bf16_bits, with_element
 
 BF16_TO_F32 = ("math-extend-to-supported-types,arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
                "arith-expand{include-bf16=true}")

@@ -21,9 +21,9 @@ int16 tensors themselves (arithmetic on i16) still need Int16.
 
 from __future__ import annotations
 
-from ..ir.util import with_element
-from ..ir.mlir import arith, ir
 from ..errors import CompileError
+from ..ir.mlir import arith, ir
+from ..ir.util import with_element
 
 # Ops that only move values: retyping their f16 registers to f32 keeps their meaning.
 _MOVES = {"arith.select", "ub.poison", "vector.broadcast", "vector.splat", "vector.extract", "vector.insert",

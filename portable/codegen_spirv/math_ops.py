@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math as _math
 
-from ..ir.util import find_ops
 from ..ir.mlir import arith, ir, math
+from ..ir.util import find_ops
 
 # GLSL.std.450 instructions defined for 16/32-bit floats only (SPIR-V extended instruction set spec); the
 # math ops MathToSPIRV maps onto them or expands through them.

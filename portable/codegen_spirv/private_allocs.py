@@ -5,8 +5,8 @@ variables; left as allocs they would be read as storage buffers, which SPIR-V ca
 from __future__ import annotations
 
 from ..ir.bounds import Bounds
-from ..ir.util import find_ops
 from ..ir.mlir import ir, memref
+from ..ir.util import find_ops
 
 
 def allocs_to_private(gpu_module: ir.Operation) -> None:

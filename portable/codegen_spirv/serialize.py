@@ -8,10 +8,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..ir.util import find_ops
+from ..errors import CompileError, UnsupportedOp
 from ..ir.mlir import gpu, ir, passmanager
 from ..ir.patterns import apply_patterns
-from ..errors import CompileError, UnsupportedOp
+from ..ir.util import find_ops
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
 from .f16_storage import f16_registers_as_f32, i16_registers_as_i32

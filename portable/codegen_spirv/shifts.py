@@ -5,8 +5,8 @@ arithmetic right shift so fills with the sign bit."""
 
 from __future__ import annotations
 
-from ..ir.util import find_ops
 from ..ir.mlir import arith, ir
+from ..ir.util import find_ops
 
 _SHIFTS = {"arith.shli": arith.ShLIOp, "arith.shrsi": arith.ShRSIOp, "arith.shrui": arith.ShRUIOp}
 

@@ -11,8 +11,8 @@ of a vector other threads may be writing); scalar loads become a vector load plu
 
 from __future__ import annotations
 
-from ..ir.util import find_ops, grouped_memref, multiple_of
 from ..ir.mlir import arith, ir, memref, vector
+from ..ir.util import find_ops, grouped_memref, multiple_of
 
 WIDTH = 4
 

@@ -16,8 +16,8 @@ stays one pass, its index moved to the first NaN there too, so every device give
 
 from __future__ import annotations
 
-from .linalg_info import indexing_maps, iterator_types, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
+from .linalg_info import indexing_maps, iterator_types, num_inputs
 
 # The comparison that moves the index -> the op that keeps the value: ArgMax, ArgMin.
 _EXTREME = {int(arith.CmpFPredicate.OGT): "arith.maximumf", int(arith.CmpFPredicate.OLT): "arith.minimumf"}

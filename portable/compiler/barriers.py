@@ -15,8 +15,8 @@ separate workgroups.
 
 from __future__ import annotations
 
-from ..ir.util import base_buffer, kernel_blocks
 from ..ir.mlir import ir
+from ..ir.util import base_buffer, kernel_blocks
 
 WORKGROUP_ONLY = "[#gpu.address_space<workgroup>]"
 # Operations that write memory through the memref operand at this index.

@@ -21,9 +21,9 @@ go, so the epilogue runs on the accumulators and each output is written once.
 
 from __future__ import annotations
 
+from ..ir.mlir import arith, ir
 from ..ir.util import constant_int, kernel_blocks
 from .loop_registers import touches
-from ..ir.mlir import arith, ir
 
 # Ops that neither write memory nor branch: barriers before the first other op order nothing.
 _QUIET = ("arith.", "affine.apply", "gpu.block_id", "gpu.thread_id", "gpu.lane_id", "gpu.block_dim", "gpu.grid_dim",

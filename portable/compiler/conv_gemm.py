@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 
-from .gathers import _clamped, _gather_generic, _idx, _zero_pad_source
-from ..ir.util import reassociation_attr, reassociation_groups
-from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
-from .rewrites import _broadcast_constant, rebuild_generic
+from ..ir.util import reassociation_attr, reassociation_groups
+from .gathers import clamped, gather_generic, index_const, zero_pad_source
+from .generics import broadcast_constant, rebuild_generic
+from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 
 
 def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
@@ -59,7 +59,7 @@ def _add_init(res: ir.Value, init: ir.Value) -> ir.Value:
     t = ir.RankedTensorType(res.type)
     elem = t.element_type
     ident = ir.AffineMap.get_identity(t.rank)
-    bcast = _broadcast_constant(init)
+    bcast = broadcast_constant(init)
     other, other_map = bcast if bcast is not None else (init, ident)
     gen = linalg.GenericOp([t], [res, other], [tensor.EmptyOp(list(t.shape), elem).result],
                            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (ident, other_map, ident)]),
@@ -197,8 +197,8 @@ def _same_elem(conv: ir.Operation) -> ir.Type | None:
 
 
 def _spatial(bh: ir.Value, bk: ir.Value, s: int, d: int, low: int) -> ir.Value:
-    return arith.SubIOp(arith.AddIOp(arith.MulIOp(bh, _idx(s)).result, arith.MulIOp(bk, _idx(d)).result).result,
-                        _idx(low)).result
+    return arith.SubIOp(arith.AddIOp(arith.MulIOp(bh, index_const(s)).result, arith.MulIOp(bk, index_const(d)).result).result,
+                        index_const(low)).result
 
 
 def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
@@ -215,7 +215,7 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
     n, oh, ow, f = ir.RankedTensorType(conv.results[0].type).shape
     kh, kw, c, _ = ir.RankedTensorType(w.type).shape
     sh, sw, dh, dw = params
-    src, low = _zero_pad_source(x)
+    src, low = zero_pad_source(x)
     src_t = ir.RankedTensorType(src.type)
     m = n * oh * ow
     if (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
@@ -231,14 +231,14 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
 
     def body(i):
         bn, boh, bow, bkh, bkw, bc = i
-        ok_h, h = _clamped(_spatial(boh, bkh, sh, dh, low[1]), src_t.shape[1])
-        ok_w, wv = _clamped(_spatial(bow, bkw, sw, dw, low[2]), src_t.shape[2])
+        ok_h, h = clamped(_spatial(boh, bkh, sh, dh, low[1]), src_t.shape[1])
+        ok_w, wv = clamped(_spatial(bow, bkw, sw, dw, low[2]), src_t.shape[2])
         v = tensor.ExtractOp(src, [bn, h, wv, bc]).result
         if masked:
             v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
         return v
 
-    cols = _gather_generic(placeholder.operation, ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem), body)
+    cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem), body)
     with ir.InsertionPoint(conv), conv.location:
         _matmul(conv, _collapse(cols, [[0, 1, 2], [3, 4, 5]]), w, init, m, f, elem)
     return True
@@ -287,7 +287,7 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
     batch, f, oh, ow = out_shape[:nb], out_shape[nb], out_shape[nb + 1], out_shape[nb + 2]
     w_shape = list(ir.RankedTensorType(w.type).shape)
     c, kh, kw = w_shape[-3:]
-    src, low = _zero_pad_source(x)
+    src, low = zero_pad_source(x)
     src_t = ir.RankedTensorType(src.type)
     h, wd = src_t.shape[-2:]
     direct_view = kh == kw == 1 and sh == sw == 1 and not any(low) and (h, wd) == (oh, ow)
@@ -315,15 +315,15 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
         def body(ix):
             at = dict(zip(kept, ix))
             bc, bkh, bkw, boh, bow = ix[len(kept):]
-            ok_h, hh = _clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
-            ok_w, ww = _clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
-            v = tensor.ExtractOp(src, [at.get(i, _idx(0)) for i in range(nb)] + [bc, hh, ww]).result
+            ok_h, hh = clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
+            ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
+            v = tensor.ExtractOp(src, [at.get(i, index_const(0)) for i in range(nb)] + [bc, hh, ww]).result
             if masked:
                 v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v,
                                    arith.ConstantOp(elem, _zero(elem)).result).result
             return v
 
-        cols = _gather_generic(placeholder.operation, ir.RankedTensorType.get(shape, elem), body)
+        cols = gather_generic(placeholder.operation, ir.RankedTensorType.get(shape, elem), body)
         nk = len(kept)
         with ir.InsertionPoint(conv), conv.location:
             patches = _collapse(cols, [[i] for i in range(nk)] + [[nk, nk + 1, nk + 2], [nk + 3, nk + 4]])

@@ -30,9 +30,9 @@ read along the output's loops in order (a residual, a row or column broadcast), 
 
 from __future__ import annotations
 
+from ..ir.mlir import ir
 from .dispatch import narrows
 from .linalg_info import classify, dims_in_order, indexing_maps, is_identity, iterator_types, num_inputs
-from ..ir.mlir import ir
 
 ANY = "!transform.any_op"
 MMA = 16  # the M = N = K of the one shape used: every listed device has 16x16x16 for f16

@@ -16,8 +16,8 @@ MatMul's epilogue, which stores the rounded product as it is, goes: the fragment
 from __future__ import annotations
 
 from ..errors import CompileError
-from ..ir.util import find_ops
 from ..ir.mlir import ir
+from ..ir.util import find_ops
 
 
 def narrow_fragments(module: ir.Module) -> int:

@@ -21,11 +21,11 @@ operand buffers and tiles retyped to 16-byte elements, then the prefetch or the 
 from __future__ import annotations
 
 from ..errors import CompileError
-from . import coop_matrix, promotion
-from ..ir.util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
-from .loop_registers import carry_in_registers, defined_outside
 from ..ir.mlir import arith, gpu, ir, memref, passmanager
-from .promotion import _clone_with, _slice
+from ..ir.util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
+from . import coop_matrix, promotion
+from .loop_registers import carry_in_registers, defined_outside
+from .promotion import clone_with, index_slice
 
 STAGED_K = "portable.coop_staged_k"  # marks the workgroup K loop of a staged cooperative-matrix matmul
 VEC = 8  # f16 elements per 16-byte copy
@@ -413,11 +413,11 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
     idx_t = ir.IndexType.get()
     # Prologue: step 0 into copy 0, a barrier, step 1's reads in flight.
     for st in stores:
-        _clone_with(_slice(st, ops) + [st], iv, lb, loop)
+        clone_with(index_slice(st, ops) + [st], iv, lb, loop)
     barriers[-1].clone(ip=ir.InsertionPoint(loop))
     with ir.InsertionPoint(loop), loop.location:
         first = arith.MinSIOp(arith.AddIOp(lb, step).result, arith.SubIOp(ub, step).result).result
-    regs = [_clone_with(_slice(r, ops) + [r], iv, first, loop)[-1].results[0] for r in reads]
+    regs = [clone_with(index_slice(r, ops) + [r], iv, first, loop)[-1].results[0] for r in reads]
     new, new_yield = promotion.with_iter_args(loop, regs)
     nbody = new.body
     niv = nbody.arguments[0]
@@ -450,7 +450,7 @@ def _double_buffer(loop: ir.Operation, tiles: list[ir.Value]) -> None:
         two_steps = arith.AddIOp(niv, arith.AddIOp(step, step).result).result
         nxt = arith.MinSIOp(two_steps, arith.SubIOp(ub, step).result).result
     body_ops = [o.operation for o in nbody.operations]
-    nxt_regs = [_clone_with(_slice(r, body_ops) + [r], niv, nxt, anchor)[-1].results[0] for r in reads]
+    nxt_regs = [clone_with(index_slice(r, body_ops) + [r], niv, nxt, anchor)[-1].results[0] for r in reads]
     for r in reads:
         r.erase()
     promotion.replace_with_rebuilt(loop, new, new_yield, nxt_regs)

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
+from ..ir.mlir import ir
 from . import locations, tiles
+from .generics import rebuild_generic
 from .horizontal import VIEW
 from .linalg_info import OpKind, classify, indexing_maps, is_identity, is_structured, iterator_types, num_inputs
-from ..ir.mlir import ir
-from .rewrites import rebuild_generic
 from .row_chains import find_chains, private_bytes, shared_bytes
 
 # Ops allowed in the function body outside linalg: they bufferize to views, constants or nothing.

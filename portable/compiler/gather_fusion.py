@@ -18,11 +18,11 @@ clamped position is safe where its value is discarded.
 
 from __future__ import annotations
 
-from .gathers import MOVE
-from ..ir.util import as_operation, clone_at
-from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
-from .rewrites import rebuild_generic
+from ..ir.util import as_operation, clone_at
+from .gathers import MOVE
+from .generics import rebuild_generic
+from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 
 
 def map_indices(amap: ir.AffineMap) -> list[int | None] | None:

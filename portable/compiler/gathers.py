@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from ..ir.mlir import arith, ir, linalg, tensor
+from .linalg_info import VECTOR_GATHER
 
 
-def _gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> ir.Value:
+def gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> ir.Value:
     """Replace `op` by an elementwise linalg.generic over `out_t` whose element at index vector `i` is
     `body(i)` (built at the generic's body insertion point; it reads sources with tensor.extract)."""
     rank, elem = out_t.rank, out_t.element_type
@@ -28,19 +29,19 @@ def _gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> ir.Va
     return gen.results[0]
 
 
-def _idx(v: int) -> ir.Value:
+def index_const(v: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), v).result
 
 
-def _clamped(j: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
+def clamped(j: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
     """(0 <= j < size, j clamped into range): reads stay in bounds even where their value is discarded."""
-    zero = _idx(0)
+    zero = index_const(0)
     ok = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, j, zero).result,
-                      arith.CmpIOp(arith.CmpIPredicate.slt, j, _idx(size)).result).result
-    return ok, arith.MinSIOp(arith.MaxSIOp(j, zero).result, _idx(size - 1)).result
+                      arith.CmpIOp(arith.CmpIPredicate.slt, j, index_const(size)).result).result
+    return ok, arith.MinSIOp(arith.MaxSIOp(j, zero).result, index_const(size - 1)).result
 
 
-def _static(values: list[int], what: str) -> list[int]:
+def static_sizes(values: list[int], what: str) -> list[int]:
     if any(v < -(2**62) or v > 2**62 for v in values):
         raise UnsupportedOp(f"{what} with dynamic offsets/sizes is not supported yet")
     return values
@@ -49,8 +50,6 @@ def _static(values: list[int], what: str) -> list[int]:
 # A gather whose reads may become vector loads (strategy._vector_gathers): "contiguous" where every read runs along
 # the innermost loop unchecked (a plain vector load: any target), "lanes" where some read is checked or moved along
 # it (a load per lane: OpenCL C only).
-VECTOR_GATHER = "portable.vector_gather"
-WINDOW = "portable.window"  # a small window reduction unrolled into a gather (windows.py)
 MOVE = "portable.move"  # a slice or concat, which gather_fusion.py merges with its elementwise neighbours
 
 
@@ -64,7 +63,7 @@ def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
     src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(pad.results[0].type)
     if not (src_t.has_static_shape and out_t.has_static_shape):
         raise UnsupportedOp("tensor.pad with dynamic sizes is not supported yet")
-    low = _static(list(ir.DenseI64ArrayAttr(pad.attributes["static_low"])), "tensor.pad")
+    low = static_sizes(list(ir.DenseI64ArrayAttr(pad.attributes["static_low"])), "tensor.pad")
     pad_value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
 
     def body(i):
@@ -78,13 +77,13 @@ def pad_to_generic(pad: ir.Operation, vectorizable: bool = False) -> None:
             if exact_unpadded and low[d] == 0 and src_t.shape[d] == out_t.shape[d]:
                 idxs.append(i[d])
                 continue
-            ok, j = _clamped(arith.SubIOp(i[d], _idx(low[d])).result, src_t.shape[d])
+            ok, j = clamped(arith.SubIOp(i[d], index_const(low[d])).result, src_t.shape[d])
             inb = ok if inb is None else arith.AndIOp(inb, ok).result
             idxs.append(j)
         v = tensor.ExtractOp(src, idxs).result
         return arith.SelectOp(inb, v, pv).result if inb is not None else v
 
-    gen = _gather_generic(pad, out_t, body)
+    gen = gather_generic(pad, out_t, body)
     if exact_unpadded:
         inner = out_t.rank - 1
         contiguous = low[inner] == 0 and src_t.shape[inner] == out_t.shape[inner]
@@ -105,17 +104,17 @@ def concat_to_generic(op: ir.Operation) -> None:
         for v, n in zip(ins, sizes):
             if n == 0:
                 continue
-            _, j = _clamped(arith.SubIOp(i[dim], _idx(start)).result, n)
+            _, j = clamped(arith.SubIOp(i[dim], index_const(start)).result, n)
             x = tensor.ExtractOp(v, [j if d == dim else i[d] for d in range(out_t.rank)]).result
             if value is None:
                 value = x
             else:  # later inputs win from their start on
-                here = arith.CmpIOp(arith.CmpIPredicate.sge, i[dim], _idx(start)).result
+                here = arith.CmpIOp(arith.CmpIPredicate.sge, i[dim], index_const(start)).result
                 value = arith.SelectOp(here, x, value).result
             start += n
         return value
 
-    _gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
+    gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
 
 
 def slice_dims(sizes: list[int], shape: list[int], what: str) -> list[int]:
@@ -137,9 +136,9 @@ def extract_slice_to_generic(op: ir.Operation) -> None:
     """tensor.extract_slice with static offsets, sizes, strides (rank-reducing too) -> a strided copy."""
     src = op.operands[0]
     src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(op.results[0].type)
-    offs = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])), "tensor.extract_slice")
-    sizes = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"])), "tensor.extract_slice")
-    strides = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), "tensor.extract_slice")
+    offs = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])), "tensor.extract_slice")
+    sizes = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"])), "tensor.extract_slice")
+    strides = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), "tensor.extract_slice")
     if len(list(op.operands)) != 1 or not src_t.has_static_shape:
         raise UnsupportedOp("tensor.extract_slice with dynamic offsets/sizes is not supported yet")
     kept = slice_dims(sizes, list(out_t.shape), "tensor.extract_slice")
@@ -149,16 +148,16 @@ def extract_slice_to_generic(op: ir.Operation) -> None:
         idxs = []
         for d in range(src_t.rank):
             if d in pos:
-                j = arith.AddIOp(arith.MulIOp(pos[d], _idx(strides[d])).result, _idx(offs[d])).result
+                j = arith.AddIOp(arith.MulIOp(pos[d], index_const(strides[d])).result, index_const(offs[d])).result
             else:
-                j = _idx(offs[d])
+                j = index_const(offs[d])
             idxs.append(j)
         return tensor.ExtractOp(src, idxs).result
 
-    _gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
+    gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
 
 
-def _zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:
+def zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:
     """(source, low padding) when `x` is a tensor.pad of a constant zero with static amounts, else (x, 0s)."""
     rank = ir.RankedTensorType(x.type).rank
     if isinstance(x, ir.OpResult) and x.owner.operation.name == "tensor.pad":
@@ -171,9 +170,3 @@ def _zero_pad_source(x: ir.Value) -> tuple[ir.Value, list[int]]:
             return pad.operands[0], low
     return x, [0] * rank
 
-
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
-    """Convolutions as im2col + matmul where the patch matrix fits `max_bytes` (conv_gemm.py)."""
-    from .conv_gemm import convs_to_matmul as run
-
-    run(func_op, max_bytes)

@@ -10,8 +10,8 @@ Measured on lavapipe (ew_chain 1024x1024: bias, GELU, residual; CPU ms, 2026-11-
 
 from __future__ import annotations
 
-from ..ir.util import find_ops
 from ..ir.mlir import arith, ir, math
+from ..ir.util import find_ops
 
 
 def _splat(v: ir.Value) -> float | None:

@@ -17,8 +17,8 @@ workgroup runs the same passes.
 
 from __future__ import annotations
 
-from ..ir.util import find_ops, launch_grid, marked_launches
 from ..ir.mlir import arith, ir, scf
+from ..ir.util import find_ops, launch_grid, marked_launches
 
 ATTR = "portable.grid_stride"  # on a gpu.launch: its value, the workgroups to launch
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.util import as_operation
-from .linalg_info import body_op_names, classify, fill_value, indexing_maps, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
-from .rewrites import rebuild_generic
+from ..ir.util import as_operation
+from .generics import rebuild_generic
+from .linalg_info import body_op_names, classify, fill_value, indexing_maps, num_inputs
 
 VIEW = "portable.view"  # a slice left for bufferization to make a view of its source (no copy kernel)
 MAX_BYTES = 1 << 30  # weights concatenated up to this size (the concatenation is a copy made while compiling)

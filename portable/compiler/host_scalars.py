@@ -12,9 +12,9 @@ and go.
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
-from .linalg_info import indexing_maps, iterator_types, num_inputs
 from ..ir.mlir import ir
-from .rewrites import rebuild_generic
+from .generics import rebuild_generic
+from .linalg_info import indexing_maps, iterator_types, num_inputs
 
 
 def is_host_scalar_op(op: ir.Operation) -> bool:

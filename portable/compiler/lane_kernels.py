@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 
+from ..ir.mlir import ir, passmanager
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
-from ..ir.mlir import ir, passmanager
 from .private_rows import recompute_private_rows
 from .row_vectors import unroll_rows
 from .split_vectors import split_wide_vectors

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gathers import VECTOR_GATHER, WINDOW
 from ..ir.mlir import ir
+
+# Attributes the rewrites put on the generics they build, read back when classifying them.
+VECTOR_GATHER = "portable.vector_gather"
+WINDOW = "portable.window"  # a small window reduction unrolled into a gather (windows.py)
 
 
 def is_structured(op: ir.Operation) -> bool:
@@ -87,7 +90,7 @@ class OpKind:
     # Convolutions: the input is read along the output's innermost loop (depthwise: channels stay channels),
     # with unit strides and dilations (each input index a loop or a sum of two).
     channelwise: bool = False
-    # A gather marked for vector loads (gathers.VECTOR_GATHER): "contiguous" or "lanes" ("" unmarked).
+    # A gather marked for vector loads (VECTOR_GATHER): "contiguous" or "lanes" ("" unmarked).
     vector_gather: str = ""
     window: bool = False  # a window reduction unrolled into a gather (windows.py)
     # One reduction loop, read contiguously: every input that it indexes has it as its innermost dim (a row

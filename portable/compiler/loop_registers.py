@@ -14,8 +14,8 @@ against 0.04 ms on the H200).
 
 from __future__ import annotations
 
-from ..ir.util import base_buffer, constant_int, find_ops
 from ..ir.mlir import ir, scf
+from ..ir.util import base_buffer, constant_int, find_ops
 
 # (read op, index of its memref operand, number of trailing non-index operands); (write op, memref, value).
 _READS = {"memref.load": (0, 0), "vector.transfer_read": (0, 1)}

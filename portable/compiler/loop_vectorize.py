@@ -22,8 +22,8 @@ Measured on lavapipe (CPU ms, 2026-11-30): layernorm 1024x1024 9.5 -> 5.2, softm
 
 from __future__ import annotations
 
-from ..ir.util import constant_int, find_ops
 from ..ir.mlir import arith, ir, scf, vector
+from ..ir.util import constant_int, find_ops
 
 WIDTH = 4
 _COMBINE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maximumf", "arith.maxnumf": "maxnumf",

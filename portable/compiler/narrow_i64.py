@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir.util import nested_ops, retype_function
 from ..ir.mlir import arith, ir
+from ..ir.util import nested_ops, retype_function
 
 _LIMITS = np.iinfo(np.int32)
 

@@ -12,8 +12,8 @@ per-lane access loop sets its rate), and streaming hints on the H200 gained noth
 
 from __future__ import annotations
 
-from ..ir.util import base_buffer, find_ops
 from ..ir.mlir import ir
+from ..ir.util import base_buffer, find_ops
 
 MIN_STORE_BYTES = 16  # narrower streaming stores would each fill a write-combining buffer partway
 

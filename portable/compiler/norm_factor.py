@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .horizontal import dense_attr, dense_constant
-from ..ir.util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
-from .linalg_info import body_op_names, classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
+from ..ir.util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
+from .horizontal import dense_attr, dense_constant
+from .linalg_info import body_op_names, classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 
 
 def _zero_fill(v: ir.Value) -> bool:

@@ -12,19 +12,21 @@ from pathlib import Path
 from .. import cache, config
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
+from ..ir.mlir import ir, passmanager
+from ..ir.patterns import apply_patterns
 from . import (
     arg_reductions,
     barriers,
     constant_init,
+    conv_gemm,
     coop_matrix,
     coop_narrow,
     coop_staging,
     dispatch,
-    gathers,
     grid_stride,
     lane_kernels,
-    loop_registers,
     locations,
+    loop_registers,
     loop_vectorize,
     named_ops,
     narrow_i64,
@@ -47,8 +49,6 @@ from . import (
     windows,
 )
 from .linalg_info import OpKind, classify
-from ..ir.mlir import ir, passmanager
-from ..ir.patterns import apply_patterns
 from .row_vectors import row_tiles_ok
 from .split_vectors import plain_elementwise
 from .tensor_slices import insert_slices_to_generics
@@ -227,7 +227,7 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if unfuse.unfuse_reductions(public_func(module)):
             _run(module, "builtin.module(canonicalize,cse)", "unfuse-reductions", dump)
         if profile.get("im2col_max_bytes", 0):
-            gathers.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
+            conv_gemm.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
                        recompute=bool(profile.get("reduction_threads")))
         arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))

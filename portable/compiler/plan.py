@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import CompileError
 from ..executable import Dispatch, Slot, TensorSig
-from ..ir.util import as_operation, bf16_bits
 from ..ir.mlir import ir
+from ..ir.util import as_operation, bf16_bits
 
 _DTYPES = {"f32": "float32", "f16": "float16", "f64": "float64", "i32": "int32", "i64": "int64", "i8": "int8",
            "i16": "int16", "i1": "bool", "bf16": "bfloat16"}

@@ -15,8 +15,8 @@ buffers written only before it).
 
 from __future__ import annotations
 
-from ..ir.util import clone_mapped, constant_int, find_ops
 from ..ir.mlir import ir
+from ..ir.util import clone_mapped, constant_int, find_ops
 
 # Ops that write the memref operand `_WRITES[name]` (and could change what a recomputed row reads).
 _WRITES = {"memref.store": 1, "vector.store": 1, "vector.transfer_write": 1, "memref.copy": 1,

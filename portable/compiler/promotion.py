@@ -16,10 +16,11 @@ is still reached through subviews.
 
 from __future__ import annotations
 
-from .dispatch import Group
-from ..ir.util import constant_int, find_ops, pop_marked
-from .loop_registers import carry_in_registers, defined_outside
 from ..ir.mlir import arith, ir, scf
+from ..ir.util import constant_int, find_ops, pop_marked
+from .dispatch import Group
+from .loop_registers import carry_in_registers, defined_outside
+from .register_tiles import epilogue_rows, register_accumulators
 from .strategy import Strategy
 
 PROMOTED_K = "portable.promoted_k"  # marks the workgroup K loop whose accumulator transfers are hoisted
@@ -124,8 +125,6 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
         body = f"%ku{k}"
     emit(f"    transform.apply_patterns to %tf{k} {{ transform.apply_patterns.canonicalization }} : {any_op}")
     emit(f"    transform.structured.vectorize {body} : {any_op}")
-    from .transform_script import register_accumulators  # (transform_script imports this module)
-
     register_accumulators(emit, f"%tf{k}", f"%kl{k}")
     if nc:
         _epilogue(emit, g, s, par_threads)
@@ -133,9 +132,7 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
 
 def _epilogue(emit, g: Group, s: Strategy, par_threads: str) -> None:
     """The epilogue ops over the output tile, each thread its own register tile (the threads as the matmul's, so
-    each reads the outputs it wrote), a row at a time (transform_script.epilogue_rows)."""
-    from .transform_script import epilogue_rows
-
+    each reads the outputs it wrote), a row at a time (register_tiles.epilogue_rows)."""
     any_op = "!transform.any_op"
     k = g.index
     emit(f"    %pet{k}, %pef{k} = transform.structured.tile_using_forall %wt{k} num_threads [{par_threads}] "
@@ -189,7 +186,7 @@ def unroll_script(module: ir.Module) -> str:
     return "\n".join(lines)
 
 
-def _slice(op: ir.Operation, body_ops: list) -> list:
+def index_slice(op: ir.Operation, body_ops: list) -> list:
     """The ops of `body_ops` that `op` depends on (index arithmetic), in body order."""
     need = []
     work = list(op.operands)
@@ -204,7 +201,7 @@ def _slice(op: ir.Operation, body_ops: list) -> list:
     return [o for o in body_ops if any(o == n for n in need)]
 
 
-def _clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation) -> list:
+def clone_with(ops: list, iv: ir.Value, new_iv: ir.Value, before: ir.Operation) -> list:
     """Clone `ops` (a dependency-ordered chain ending in a read) before `before`, reading `new_iv` for `iv`;
     returns the clones."""
     clones = []
@@ -282,7 +279,7 @@ def prefetch(loop: ir.Operation) -> None:
     n_acc = len(loop.results)
     first = []
     for r in reads:
-        first.append(_clone_with(_slice(r, ops) + [r], iv, lb, loop)[-1].results[0])
+        first.append(clone_with(index_slice(r, ops) + [r], iv, lb, loop)[-1].results[0])
     new, new_yield = with_iter_args(loop, first)
     nbody = new.body
     niv = nbody.arguments[0]
@@ -295,7 +292,7 @@ def prefetch(loop: ir.Operation) -> None:
         nxt = arith.MinSIOp(nxt, last).result
     next_vals = []
     for r in reads:
-        next_vals.append(_clone_with(_slice(r, body_now) + [r], niv, nxt, anchor)[-1].results[0])
+        next_vals.append(clone_with(index_slice(r, body_now) + [r], niv, nxt, anchor)[-1].results[0])
     for i, (r, st) in enumerate(zip(reads, stores)):
         st.replace_uses_of_with(r.results[0], nbody.arguments[1 + n_acc + i])
     for r in reads:

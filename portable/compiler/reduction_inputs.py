@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 
-from .gather_fusion import loop_index, map_indices, pointwise
-from ..ir.util import clone_at
-from .linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import ir
-from .rewrites import rebuild_generic
+from ..ir.util import clone_at
+from .gather_fusion import loop_index, map_indices, pointwise
+from .generics import rebuild_generic
+from .linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
 
 # Iterations of the reduction at most (scores over a 256-long cache for 6 heads of 64: 98304; a prefill's
 # scores over 128 tokens for 32 heads of 128: 67M would be too many to recompute a producer in).

@@ -15,32 +15,15 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
-from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
-from ..ir.util import find_ops, reassociation_attr
-from .linalg_info import classify, fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
-
-
-def rebuild_generic(old: ir.Operation, ins: list[ir.Value], outs: list[ir.Value], maps: list[ir.AffineMap],
-                    iterators: list[str], arg_map: list[int], result_types: list[ir.Type]) -> ir.Operation:
-    """A new linalg.generic with `old`'s body moved in. arg_map[i] = the new block argument that old block
-    argument i becomes (None: the caller replaces its uses)."""
-    with ir.InsertionPoint(old), old.location:
-        new = linalg.GenericOp(
-            result_types, ins, outs,
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iterators]),
-        )
-        types = [ir.ShapedType(v.type).element_type if isinstance(v.type, ir.ShapedType) else v.type
-                 for v in ins + outs]
-        new_block = new.regions[0].blocks.append(*types)
-    block = old.regions[0].blocks[0]
-    for i, a in enumerate(list(block.arguments)):
-        if arg_map[i] is not None:
-            a.replace_all_uses_with(new_block.arguments[arg_map[i]])
-    for op in list(block.operations):
-        new_block.append(op.detach_from_parent())
-    return new.operation
+from ..ir.util import find_ops, reassociation_attr
+from .gather_fusion import fuse_gathers
+from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
+from .generics import broadcast_constant, rebuild_generic
+from .horizontal import VIEW, fuse_shared_lhs_matmuls
+from .host_scalars import sink_host_scalars
+from .linalg_info import classify, fill_value, indexing_maps, iterator_types, num_inputs
+from .norm_factor import factor_row_scales
 
 
 def _shift(amap: ir.AffineMap, lead: bool) -> ir.AffineMap:
@@ -108,22 +91,6 @@ def _drop_asserts(func_op: ir.Operation) -> None:
         a.erase()
 
 
-def _broadcast_constant(v: ir.Value) -> tuple[ir.Value, ir.AffineMap] | None:
-    """(constant, its indexing map) when `v` is a constant broadcast by a linalg.generic that only copies it
-    (an ONNX Conv's bias broadcast over N, H, W), else None."""
-    if not (isinstance(v, ir.OpResult) and v.owner.operation.name == "linalg.generic"):
-        return None
-    b = v.owner.operation
-    if num_inputs(b) != 1 or len(b.results) != 1 or any(i != "parallel" for i in iterator_types(b)):
-        return None
-    src, maps = b.operands[0], indexing_maps(b)
-    ops = list(b.regions[0].blocks[0].operations)
-    if not (isinstance(src, ir.OpResult) and src.owner.operation.name == "arith.constant") or len(ops) != 1 \
-            or list(ops[0].operands) != [b.regions[0].blocks[0].arguments[0]] or not is_identity(maps[1]):
-        return None
-    return src, maps[0]
-
-
 def split_constant_init(op: ir.Operation) -> None:
     """An op that sums into a constant (e.g. a conv whose init is the broadcast bias) would make
     bufferization copy the constant on the host, and a broadcast of a constant would be a kernel of its own.
@@ -134,7 +101,7 @@ def split_constant_init(op: ir.Operation) -> None:
     if len(outs) != 1 or len(op.results) != 1:
         return
     c = outs[0]
-    bcast = _broadcast_constant(c)
+    bcast = broadcast_constant(c)
     if not (isinstance(c, ir.OpResult) and c.owner.operation.name == "arith.constant") and bcast is None:
         return
     block = op.regions[0].blocks[0]
@@ -224,11 +191,6 @@ def _i1_minmax_to_logic(func_op: ir.Operation) -> None:
 def apply(func_op: ir.Operation, vector_gathers: bool = False, recompute: bool = True) -> None:
     """`vector_gathers`: the profile vectorizes gathers (float pads then read unpadded dims unchecked);
     `recompute`: values may be computed again where many positions read them (GPU profiles)."""
-    from .gather_fusion import fuse_gathers  # these build on rebuild_generic, defined here
-    from .horizontal import VIEW, fuse_shared_lhs_matmuls
-    from .host_scalars import sink_host_scalars
-    from .norm_factor import factor_row_scales
-
     _drop_asserts(func_op)
     _fold_scalar_casts(func_op)
     fuse_shared_lhs_matmuls(func_op)  # before the slices it leaves become gathers

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .gather_fusion import loop_index, map_indices, pointwise
-from ..ir.util import as_operation, clone_at, reassociation_attr, reassociation_groups
-from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from ..ir.mlir import ir, tensor
-from .rewrites import rebuild_generic
+from ..ir.util import as_operation, clone_at, reassociation_attr, reassociation_groups
+from .gather_fusion import loop_index, map_indices, pointwise
+from .generics import rebuild_generic
+from .linalg_info import classify, indexing_maps, iterator_types, num_inputs
 
 
 class _OpSet:

@@ -19,8 +19,8 @@ accesses had run 80.3% of HBM bandwidth against 79.2% scalar: session8/glsl_rows
 
 from __future__ import annotations
 
-from ..ir.util import constant_int, find_ops, sized_kernels
 from ..ir.mlir import arith, ir, vector
+from ..ir.util import constant_int, find_ops, sized_kernels
 
 _MIXED = -1  # tag of a value that depends on more than one slot
 _VECTOR_MEMORY = ("vector.load", "vector.store", "vector.transfer_read", "vector.transfer_write", "vector.gather",

@@ -11,8 +11,8 @@ t + k*T), and every load takes the value of the last store to its slot; the stor
 
 from __future__ import annotations
 
-from ..ir.util import as_operation, base_buffer, clone_body, constant_int, sized_kernels
 from ..ir.mlir import arith, ir
+from ..ir.util import as_operation, base_buffer, clone_body, constant_int, sized_kernels
 
 _ACCESS = ("memref.load", "memref.store")
 

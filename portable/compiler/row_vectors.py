@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linalg_info import indexing_maps
 from ..ir.mlir import arith, ir, vector
+from .linalg_info import indexing_maps
 
 
 def row_tiles_ok(ops: list[ir.Operation]) -> bool:

@@ -17,9 +17,9 @@ copies are made).
 
 from __future__ import annotations
 
-from . import barriers
-from ..ir.util import clone_mapped, launch_grid, marked_launches
 from ..ir.mlir import arith, gpu, ir
+from ..ir.util import clone_mapped, launch_grid, marked_launches
+from . import barriers
 
 ATTR = "portable.serial_rows"  # on a gpu.launch: its value, the rows each workgroup takes
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import OutOfDeviceMemory
-from .dispatch import Group
-from .linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
 from ..ir.mlir import bufferization, ir, tensor
+from .dispatch import Group
+from .generics import rebuild_generic
+from .linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
 from .plan import numpy_dtype
-from .rewrites import rebuild_generic
 
 _MIB = 1 << 20
 DEFAULT_OFFSET_ALIGNMENT = 256  # the largest minStorageBufferOffsetAlignment Vulkan allows; OpenCL's is 128 mostly

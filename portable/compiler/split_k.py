@@ -21,10 +21,10 @@ outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3
 
 from __future__ import annotations
 
-from . import fusion_cost
-from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
-from .rewrites import rebuild_generic
+from . import fusion_cost
+from .generics import rebuild_generic
+from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 
 MAX_ROWS = 8  # up to this many output rows: a matrix-vector product, threads of 4-wide columns
 MIN_SLICE = 16  # rows of the weight per slice: fewer and the partial sums cost more than they save

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
-from .linalg_info import dims_in_order, indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
+from .generics import rebuild_generic
+from .linalg_info import dims_in_order, indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
 from .reduction_inputs import fuse_input
-from .rewrites import rebuild_generic
 
 # Where it pays (H200, benchmarks/results/h200/session23/split_rows_{coalesced,limits}_*.json, device-only ms, one
 # kernel -> split, Vulkan / OpenCL): softmax 8x1048576 1.742 -> 0.066 / 2.129 -> 0.153, layernorm 8x1048576

@@ -386,7 +386,7 @@ def _vector_conv(kind: OpKind, root: OpKind | None, o: Options, invocations: int
 
 def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], o: Options,
                     invocations: int) -> Strategy | None:
-    """A gather marked vectorizable (a float pad, gathers.VECTOR_GATHER) vectorized along its innermost loop
+    """A gather marked vectorizable (a float pad, linalg_info.VECTOR_GATHER) vectorized along its innermost loop
     where the profile asks for it (`vectorize_gathers`; "contiguous": only gathers read by plain vector loads):
     `elementwise_per_thread` lanes per thread there, one element of every other loop, tiles that divide every
     loop (static vectors); its read along that loop becomes a vector load. An unrolled window (a depthwise

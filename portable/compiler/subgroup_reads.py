@@ -13,8 +13,8 @@ shared reads (K step 32); 12 once the rest of lane_kernels.py and 32x4 tiles are
 
 from __future__ import annotations
 
-from ..ir.util import find_ops
 from ..ir.mlir import arith, gpu, ir, vector
+from ..ir.util import find_ops
 
 # Ops whose result is the same in every lane when their operands are (thread ids other than x: see below).
 _PURE = ("arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.divui", "arith.divsi", "arith.remui",

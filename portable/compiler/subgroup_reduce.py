@@ -21,8 +21,8 @@ Runs after thread mapping, before outlining (the ops are inside gpu.launch, outs
 
 from __future__ import annotations
 
-from ..ir.util import clone_body, find_ops
 from ..ir.mlir import arith, gpu, ir, memref, scf
+from ..ir.util import clone_body, find_ops
 from .strategy import ANY_WIDTH
 
 COMBINE = "portable.subgroup_combine"  # its value: the subgroup size, or ANY_WIDTH

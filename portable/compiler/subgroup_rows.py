@@ -18,8 +18,8 @@ iter_args are vec4 partials each reduced by one vector.reduction, and whose writ
 
 from __future__ import annotations
 
-from ..ir.util import clone_mapped, constant_int, find_ops
 from ..ir.mlir import arith, gpu, ir, passmanager, scf, vector
+from ..ir.util import clone_mapped, constant_int, find_ops
 
 WIDTH = 4
 _COMBINE = {"add": "arith.addf", "mul": "arith.mulf", "maximumf": "arith.maximumf", "maxnumf": "arith.maxnumf",

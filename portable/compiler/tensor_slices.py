@@ -10,9 +10,9 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedOp
-from .gathers import _clamped, _gather_generic, _idx, _static, slice_dims
-from .linalg_info import fill_value
 from ..ir.mlir import arith, ir, tensor
+from .gathers import clamped, gather_generic, index_const, slice_dims, static_sizes
+from .linalg_info import fill_value
 
 
 def insert_slices_to_generics(func_op: ir.Operation) -> None:
@@ -27,9 +27,9 @@ def insert_slice_to_generic(op: ir.Operation) -> None:
     src, dest = op.operands[0], op.operands[1]
     src_t, out_t = ir.RankedTensorType(src.type), ir.RankedTensorType(op.results[0].type)
     what = "tensor.insert_slice"
-    offs = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])), what)
-    sizes = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"])), what)
-    strides = _static(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), what)
+    offs = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])), what)
+    sizes = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"])), what)
+    strides = static_sizes(list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])), what)
     if len(list(op.operands)) != 2 or not (src_t.has_static_shape and out_t.has_static_shape):
         raise UnsupportedOp(f"{what} with dynamic offsets/sizes is not supported yet: {_first_line(op)}")
     kept = slice_dims(sizes, list(src_t.shape), what)
@@ -100,7 +100,7 @@ def _to_gather(op: ir.Operation, splat: ir.Value | None, offs: list[int], sizes:
         other = splat if splat is not None else tensor.ExtractOp(dest, i).result
         return arith.SelectOp(inside, v, other).result
 
-    _gather_generic(op, out_t, body)
+    gather_generic(op, out_t, body)
 
 
 def _slice_index(i: ir.Value, off: int, size: int, stride: int, extent: int) -> tuple[ir.Value | None, ir.Value]:
@@ -108,13 +108,13 @@ def _slice_index(i: ir.Value, off: int, size: int, stride: int, extent: int) -> 
     clamped into the source so that reads stay in bounds where the value is discarded)."""
     if off == 0 and stride == 1 and size == extent:
         return None, i
-    j = arith.SubIOp(i, _idx(off)).result if off else i
+    j = arith.SubIOp(i, index_const(off)).result if off else i
     if stride == 1:
-        return _clamped(j, size)
+        return clamped(j, size)
     # In the slice: 0 <= j <= (size - 1) * stride and j % stride == 0.
-    ok, _ = _clamped(j, (size - 1) * stride + 1)
-    on_step = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemSIOp(j, _idx(stride)).result, _idx(0)).result
-    _, q = _clamped(arith.DivSIOp(j, _idx(stride)).result, size)
+    ok, _ = clamped(j, (size - 1) * stride + 1)
+    on_step = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemSIOp(j, index_const(stride)).result, index_const(0)).result
+    _, q = clamped(arith.DivSIOp(j, index_const(stride)).result, size)
     return arith.AndIOp(ok, on_step).result, q
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from math import prod
 
 from ..errors import CompileError
-from . import fusion_cost
-from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import ir, linalg, tensor
-from .rewrites import rebuild_generic
+from . import fusion_cost
+from .generics import rebuild_generic
+from .linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
 from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decides those
 
 

@@ -20,8 +20,8 @@ layernorm 1024x1024 3.5-3.6 -> 1.6, conv3x3 14.1-14.4 -> 9.9; matmul, gemv, dept
 
 from __future__ import annotations
 
-from ..ir.util import grouped_memref, multiple_of
 from ..ir.mlir import arith, ir, memref, vector
+from ..ir.util import grouped_memref, multiple_of
 
 _XFER = ("vector.transfer_read", "vector.transfer_write")
 

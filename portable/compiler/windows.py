@@ -17,10 +17,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from .gathers import VECTOR_GATHER, WINDOW
-from ..ir.util import clone_at, clone_mapped
-from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 from ..ir.mlir import arith, ir, linalg, tensor
+from ..ir.util import clone_at, clone_mapped
+from .linalg_info import VECTOR_GATHER, WINDOW, fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
 
 
 def unroll_small_windows(func_op: ir.Operation, max_taps: int) -> bool:

@@ -3,8 +3,19 @@ distribution of the upstream bindings can be swapped in here alone."""
 
 try:
     from torch_mlir import ir, passmanager
-    from torch_mlir.dialects import (arith, bufferization, func, gpu, linalg, math, memref, scf, tensor, transform,
-                                     vector)
+    from torch_mlir.dialects import (
+        arith,
+        bufferization,
+        func,
+        gpu,
+        linalg,
+        math,
+        memref,
+        scf,
+        tensor,
+        transform,
+        vector,
+    )
     from torch_mlir.dialects import torch as torch_dialect  # the ONNX frontend registers it in its context
 except ImportError as e:  # a runtime-only install: say which extra compiles, not where the import broke
     from ..errors import CompilerMissing
