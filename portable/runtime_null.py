@@ -93,7 +93,7 @@ class _NullRecording(Recording):
         return fut
 
     def wait_idle(self) -> None:
-        pass
+        """Nothing runs asynchronously without a driver."""
 
     def close(self) -> None:
         self.steps = []
@@ -127,7 +127,7 @@ class NullBackend(Backend):
         return buf
 
     def free(self, buffer: NullBuffer) -> None:
-        pass
+        """Host memory only: dropped with the last reference."""
 
     def upload(self, buffer: NullBuffer, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -182,7 +182,7 @@ class NullBackend(Backend):
         return _NullRecording(self, steps, uploads, downloads, copies)
 
     def close(self) -> None:
-        pass
+        """No driver objects to release."""
 
 
 def trace(exe: Executable, limits: dict | Any | None = None) -> Trace:

@@ -166,9 +166,8 @@ def signed_by(content_hash: str, records: list[dict], keys: list[bytes]) -> str 
             ed25519.Ed25519PublicKey.from_public_bytes(bytes.fromhex(r["key"])).verify(
                 bytes.fromhex(r["signature"]), _DOMAIN + content_hash.encode())
         except InvalidSignature:
-            pass
-        else:
-            return key_id(bytes.fromhex(r["key"]))
+            continue  # a forged or damaged signature vouches for nothing; another may still verify
+        return key_id(bytes.fromhex(r["key"]))
     return None
 
 

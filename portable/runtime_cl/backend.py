@@ -106,10 +106,9 @@ class OpenCLBackend(Backend):
 
     def __init__(self, index: int, *, out_of_order: bool | None = None, command_buffer: bool = True):
         """`out_of_order`: None (default) takes an out-of-order queue for recordings only where they are command
-        buffers (PoCL). Kernels enqueued one by one then carry their dependencies as event waits, and NVIDIA's
-        driver ran those plans slower, not more concurrently: H200, the decoder step (74 kernels) 841-953 tokens/s
-        out of order against 1028-1350 in order, each pair alternating in fresh processes (session 13; session 11
-        alike). True or False forces it (where the device offers out-of-order queues)."""
+        buffers (PoCL). Kernels enqueued one by one then carry their dependencies as event waits, which NVIDIA's
+        driver runs slower, not more concurrently (measured on the H200's decoder step; see CHANGELOG.md). True
+        or False forces it (where the device offers out-of-order queues)."""
         found, reasons = discover()
         if not 0 <= index < len(found):
             raise DeviceNotFound(_not_found(index, found, reasons))

@@ -17,7 +17,7 @@ MAX_INPUT_ELEMENTS = 1 << 22  # a mutated model may declare inputs of billions o
 
 
 class TooLarge(Exception):
-    pass
+    """An input past the worker's size bound (classified, not run)."""
 
 
 def _inputs(g, rng):
