@@ -197,9 +197,10 @@ def test_op_without_lowering_names_node():
 
 
 def test_known_importer_hang_is_refused():
-    """Pad mode=wrap makes torch-mlir's pipeline loop forever: refused up front, by node."""
-    m = model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap", name="wrapper")], [vi("x", [3, 4])],
-              [vi("y", [3, 6])], [("pads", np.array([0, 1, 0, 1], np.int64))])
+    """Pad mode=wrap with pads known only at run time cannot become Gathers (onnx_decomp_pad) and makes
+    torch-mlir's pipeline loop forever: refused up front, by node."""
+    m = model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap", name="wrapper")],
+              [vi("x", [3, 4]), vi("pads", [4], T.INT64)], [vi("y", [3, 6])], [])
     with pytest.raises(UnsupportedOp, match=r"node 'wrapper' \(op Pad\): mode 'wrap'"):
         onnx_to_mlir(m)
 

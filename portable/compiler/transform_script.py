@@ -26,7 +26,10 @@ def _mapping(kind: str, n: int, linear: bool = False) -> str:
 
 
 def _block_grid(ranges, s: Strategy) -> list[int] | None:
-    """[x, y, z] workgroups of a linearized grid where the tiles do not fit one loop per grid dimension."""
+    """[x, y, z] workgroups of a linearized grid where the tiles do not fit one loop per grid dimension. A
+    grid-stride or serial-rows strategy already loops over the tiles past its grid: its loop keeps one dimension."""
+    if s.grid_stride or s.serial_rows > 1:
+        return None
     return block_grid.linear_grid(block_grid.tile_counts(ranges, s.tile))
 
 
