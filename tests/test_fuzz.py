@@ -12,9 +12,6 @@ from fuzz.harness import Worker, corpus, fuzz
 
 # What each corpus input must give now: refused cleanly, or (a damaged but harmless name) run and match onnxruntime.
 EXPECTED = {"graph-name-not-utf8.onnx": "ok", "reduce-sum-all-3x65535.onnx": "ok"}
-# Found by the fuzz run and not fixed yet (compiler side): the test fails when they are, so the entry is dropped.
-KNOWN_WRONG = {("reduce-sum-all-3x65535.onnx", "vulkan"): "ReduceSum over all 196605 elements of a 3x65535 input "
-                                                          "differs from onnxruntime by ~85 on lavapipe (PoCL agrees)"}
 
 
 def test_corpus(device):
@@ -24,16 +21,8 @@ def test_corpus(device):
     finally:
         worker.close()
     assert len(seen) >= 8
-    known = []
     for name, res in seen.items():
-        why = KNOWN_WRONG.get((name, device.split(":")[0]))
-        if why:
-            assert res["outcome"] == "wrong", f"{name} is fixed on {device}: drop it from KNOWN_WRONG"
-            known.append(why)
-            continue
         assert res["outcome"] == EXPECTED.get(name, "clean"), (name, res)
-    if known:
-        pytest.xfail("; ".join(known))
 
 
 def test_bounded_fuzz_run(device, tmp_path):

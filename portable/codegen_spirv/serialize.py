@@ -15,6 +15,7 @@ from ..ir.util import find_ops
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
 from .f16_storage import f16_registers_as_f32, i16_registers_as_i32
+from .loop_limit import limit_loop_iterations
 from .math_ops import (
     accurate_log1p_expm1,
     accurate_tanh,
@@ -142,6 +143,8 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                 raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")
+            # After lower-affine and canonicalize: loop bounds are constants where they can be.
+            limit_loop_iterations(gm.operation, int(profile.get("max_loop_iterations") or 0), profile.get("name", ""))
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv))"
             ).run(module.operation)
