@@ -63,10 +63,16 @@ def make(d: Path, tag: str, profile: str, api: str, spec: str) -> None:
     opts = profiles.codegen_options(profiles.all_profiles()[profile])
     d.mkdir(parents=True, exist_ok=True)
     (d / "shapes.json").write_text(json.dumps(spec))
+    from portable.trust import file_digest
+
+    hashes = d / "sha256.json"
+    sha256 = json.loads(hashes.read_text()) if hashes.exists() else {}
     for name, mlir, _ in _workloads(spec):
         exe = compile_module(mlir, opts, (api,))
         exe.save(d / f"{name}-{tag}.ptx")
+        sha256[f"{name}-{tag}.ptx"] = file_digest(d / f"{name}-{tag}.ptx")  # run() pins each file by it
         print(tag, name, len(exe.kernels), "kernels", flush=True)
+    hashes.write_text(json.dumps(sha256, indent=1))
 
 
 def run(d: Path, device: str, tags: list[str]) -> list[dict]:
@@ -76,13 +82,14 @@ def run(d: Path, device: str, tags: list[str]) -> list[dict]:
 
     live = open_device(device)
     rows = []
+    sha256 = json.loads((d / "sha256.json").read_text())
     for name, _, src in _workloads(json.loads((d / "shapes.json").read_text())):
         xs, ref = _inputs_and_reference(src)
         times: dict[str, list[float]] = {t: [] for t in tags}
         row: dict = {"device": device, "workload": name, "kernels": {}, "max_err": {}}
         for _ in range(3):
             for t in tags:
-                loaded = portable.load(d / f"{name}-{t}.ptx", device=device)
+                loaded = portable.load(d / f"{name}-{t}.ptx", device=device, expect_hash=sha256[f"{name}-{t}.ptx"])
                 row["kernels"][t] = len(loaded.executable.kernels)
                 row["max_err"][t] = float(np.max(np.abs(loaded(*xs)[0] - ref)))
                 times[t] += batch_times(loaded.executable, live.backend, xs, warmup=1)

@@ -69,7 +69,8 @@ def export(out: Path, hw: int, model_name: str = "resnet50") -> None:
     del graph.graph.initializer[:]  # the structure only: the host rebuilds the weights from weights.npz
     onnx.save(graph, str(out / "graph.onnx"))
     t = time.perf_counter()
-    package.build(str(out / "full.onnx"), ["vulkan:nvidia", "opencl:nvidia"], out / f"{model_name}.ptpk")
+    digest = package.build(str(out / "full.onnx"), ["vulkan:nvidia", "opencl:nvidia"], out / f"{model_name}.ptpk")
+    (out / f"{model_name}.hash").write_text(digest + "\n")  # the GPU host pins the package by it
     print(f"compiled in {time.perf_counter() - t:.0f} s")
     (out / "full.onnx").unlink()
     (out / "meta.json").write_text(json.dumps({"model": model_name, "input_shape": shape, "levels": LEVELS,
@@ -234,7 +235,7 @@ def run(src: Path, out: Path, iters: int, devices: list[str]) -> None:
     for dev in devices:
         try:
             t0 = time.perf_counter()
-            exe = portable.load(src / f"{name}.ptpk", device=dev)
+            exe = portable.load(src / f"{name}.ptpk", device=dev, expect_hash=(src / f"{name}.hash").read_text().strip())
             y, = exe(x)
             load_s = time.perf_counter() - t0
             err = None if ref is None else float(np.abs(y - ref).max() / (np.abs(ref).max() + 1e-12))

@@ -32,12 +32,12 @@ CHILD = GRAPH + textwrap.dedent("""
     t0 = time.perf_counter()
     import numpy as np, portable
     t_import = time.perf_counter()
-    mode, device, source = sys.argv[1:4]
+    mode, device, source, pinned = sys.argv[1:5]
     if mode == "compile":
         g = demo_graph()
         exe = portable.compile(g, device=device)
     else:
-        exe = portable.load(source, device=device)
+        exe = portable.load(source, device=device, expect_hash=pinned)
     t_ready = time.perf_counter()
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s.shape).astype(s.dtype) for s in exe.inputs]
@@ -59,10 +59,10 @@ CHILD = GRAPH + textwrap.dedent("""
 """)
 
 
-def run_child(mode: str, device: str, source: str, cache: Path) -> dict:
+def run_child(mode: str, device: str, source: str, pinned: str, cache: Path) -> dict:
     env = dict(os.environ, PORTABLE_CACHE_DIR=str(cache))
     env.pop("PORTABLE_VK_VALIDATION", None)  # validation would dominate the timings
-    done = subprocess.run([sys.executable, "-c", CHILD, mode, device, source], check=False, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", CHILD, mode, device, source, pinned], check=False, capture_output=True,
                           text=True, env=env, timeout=600)
     if done.returncode:
         raise RuntimeError(f"{mode} on {device} failed:\n{done.stderr}")
@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         pkg = Path(tmp) / "demo.ptpk"
-        build(demo_graph(), ["vulkan:lavapipe", "opencl:pocl", "vulkan:generic", "opencl:generic"], pkg)
+        pinned = build(demo_graph(), ["vulkan:lavapipe", "opencl:pocl", "vulkan:generic", "opencl:generic"], pkg)
         for uri in uris:
             for mode in ("compile", "package"):
                 cache = Path(tmp) / f"cache-{uri.replace(':', '')}-{mode}"
                 for phase in ("cold", "warm"):
                     rows.append({"device": uri, "mode": mode, "phase": phase,
-                                 **run_child(mode, uri, str(pkg), cache)})
+                                 **run_child(mode, uri, str(pkg), pinned, cache)})
     Path(args.out).write_text(json.dumps(rows, indent=1))
     head = (f"{'device':9s} {'mode':8s} {'phase':5s} {'import':>7s} {'compile/load':>12s} {'1st run':>8s} "
             f"{'to 1st result':>13s} {'2nd run':>8s} {'MLIR':>5s} {'CL builds':>9s} {'VK cache':>9s}")

@@ -29,7 +29,9 @@ def make(d: Path, profile: str, wids: list[str], variants: list[dict]) -> None:
     from portable.compiler.pipeline import compile_module
 
     opts = profiles.codegen_options(profiles.all_profiles()[profile], None)
-    (d / "manifest.json").write_text(json.dumps({"profile": profile, "workloads": wids, "variants": variants}))
+    from portable.trust import file_digest
+
+    sha256 = {}
     for wid in wids:
         w = W.build(wid, "gpu")
         for i, v in enumerate(variants):
@@ -39,7 +41,10 @@ def make(d: Path, profile: str, wids: list[str], variants: list[dict]) -> None:
             targets = tuple(v.pop("targets", ("vulkan", "opencl")))
             exe = compile_module(w.mlir, dict(opts, **v), targets)
             exe.save(d / f"{wid}-{i}.ptx")
+            sha256[f"{wid}-{i}.ptx"] = file_digest(d / f"{wid}-{i}.ptx")  # run() pins each file by it
             print(wid, json.dumps(v), len(exe.kernels), "kernels", flush=True)
+    (d / "manifest.json").write_text(json.dumps({"profile": profile, "workloads": wids, "variants": variants,
+                                                 "sha256": sha256}))
 
 
 def batch_times(executable, backend, xs: list, warmup: int) -> list[float]:
@@ -73,7 +78,7 @@ def run(d: Path, devices: list[str]) -> list[dict]:
             ref = reference(w, xs)
             for rnd in range(2):
                 for i, v in enumerate(m["variants"]):
-                    g = portable.load(d / f"{wid}-{i}.ptx", device=device)
+                    g = portable.load(d / f"{wid}-{i}.ptx", device=device, expect_hash=m["sha256"][f"{wid}-{i}.ptx"])
                     out = g(*xs)
                     out = out[0] if isinstance(out, tuple) else out
                     err = float(np.max(np.abs(out.astype(np.float64) - ref)) / max(float(np.max(np.abs(ref))), 1e-30))

@@ -192,6 +192,16 @@ def test_bench_runs_an_export_made_without_iree(device, tmp_path):
                  str(tmp_path / "r"), "--no-chart", "--iters", "2"]) == 0
     mine, = [r for r in json.loads((tmp_path / "r" / "results.json").read_text())["results"] if r["peer"] == "portable"]
     assert mine["status"] == "ok", mine.get("error")
+    # The importer pins each executable by the sha256 the export recorded: a file changed since is refused.
+    entry = json.loads((tmp_path / "x" / "manifest.json").read_text())["workloads"]["add_64Mi"]
+    rel = entry["portable_by_api"][device.split(":")[0]]
+    assert sorted(entry["portable_sha256"]) == sorted(entry["portable_by_api"].values())
+    with open(tmp_path / "x" / rel, "ab") as f:
+        f.write(b"\0")
+    assert main(["--import", str(tmp_path / "x"), "--device", device, "--peers", "portable", "--out",
+                 str(tmp_path / "r2"), "--no-chart", "--iters", "2"]) in (0, 1)
+    mine, = [r for r in json.loads((tmp_path / "r2" / "results.json").read_text())["results"] if r["peer"] == "portable"]
+    assert mine["status"] != "ok" and "pinned" in str(mine.get("error")), mine
 
 
 def test_bench_rounds_keep_each_workloads_best_round(device, tmp_path):

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..trust import file_digest
 from . import workloads as W
 
 MANIFEST = "manifest.json"
@@ -70,12 +71,13 @@ def export(out: Path, profile_name: str = "nvidia", pattern: str | None = None, 
         t0 = time.perf_counter()
         try:
             # One executable per API: strategies may differ (cooperative matrices exist on Vulkan only).
-            entry["portable_by_api"] = {}
+            entry["portable_by_api"], entry["portable_sha256"] = {}, {}
             for api in ("vulkan", "opencl"):
                 exe = compile_module(w.mlir, options, (api,))
                 rel = f"portable/{wid}.{api}.ptx"
                 exe.save(out / rel)
                 entry["portable_by_api"][api] = rel
+                entry["portable_sha256"][rel] = file_digest(out / rel)  # the importer pins it (portable.trust)
             entry["portable"] = rel
             entry["portable_kernels"] = len(exe.kernels)
             log(f"  portable {wid:22s} {len(exe.kernels)} kernel(s) in {time.perf_counter() - t0:.1f} s")

@@ -145,7 +145,12 @@ class PortablePeer(Peer):
                 raise Unsupported(f"not in the export: {entry.get('portable_error', 'no executable exported')}")
             api = self.device.split(":")[0]
             rel = entry.get("portable_by_api", {}).get(api, entry["portable"])
-            exe = portable.load(self.import_dir / rel, device=self.device)
+            pinned = entry.get("portable_sha256", {}).get(rel)
+            if pinned is None:
+                raise Unsupported(f"the export's manifest records no sha256 for {rel} (an export older than pinned "
+                                  "loads): export again with `portable bench --export`")
+            # The export folder is the one the user named on the command line: its manifest pins each file.
+            exe = portable.load(self.import_dir / rel, device=self.device, expect_hash=pinned)
             source = f"loaded {rel} (profile {exe.executable.profile})"
         elif w.family == "model":
             exe = portable.compile(w.onnx_path, device=self.device)
