@@ -99,6 +99,11 @@ class Backend(ABC):
     def load_kernel(self, kernel: Kernel) -> Any:
         """Build (or fetch from the caches) the pipeline/program for `kernel`; raises KernelBuildError."""
 
+    def unload_kernel(self, kernel: Kernel) -> None:
+        """The caller of one load_kernel(kernel) no longer runs it; a backend may free it once no caller does (this
+        default keeps every kernel)."""
+        return
+
     @abstractmethod
     def execute(self, dispatches: Sequence[tuple[Any, Sequence[Any], tuple[int, int, int], Sequence[int]]]) -> None:
         """Run (loaded kernel, buffers, grid, push-constant values) in order, each seeing the writes of the

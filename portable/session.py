@@ -490,8 +490,13 @@ class BoundExecutable:
         """Wait for runs in flight, then give every buffer back to the pool (idempotent)."""
         with self._cond:
             frames, self._frames, self._idle = [f for f in self._frames if f is not None], [], []
+            loaded, self._loaded = getattr(self, "_loaded", []), []
         for f in frames:
             self._free_frame(f)
+        unload = getattr(self.backend, "unload_kernel", None)  # after the frames: their runs have finished
+        if unload is not None and loaded:
+            for k in self.exe.kernels:
+                unload(k)
         for b in self._const_owned:
             self.pool.release(b)
         self._const_owned.clear()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,10 @@ from .errors import translate
 from .program_cache import ProgramCache
 from .programs import build_program
 from .replay import OpenCLRecording, int32
+
+# Programs kept for reuse after the executables that loaded them are released; beyond these, the oldest unused ones
+# are dropped (a process running many distinct graphs would otherwise keep every built program until exit).
+IDLE_KERNELS = 64
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,9 @@ class _Resources:
         self.queue = queue
         self.async_queue = async_queue
         self.buffers: dict[int, ClBuffer] = {}
-        self.kernels: dict[str, LoadedKernel] = {}  # Kernel.key() -> loaded; bounded by the plan's kernels
+        self.kernels: dict[str, LoadedKernel] = {}  # Kernel.key() -> loaded
+        self.uses: dict[str, int] = {}  # Kernel.key() -> load_kernel calls not yet unloaded
+        self.idle: OrderedDict[str, None] = OrderedDict()  # loaded kernels nothing uses, oldest first
         self.recordings: weakref.WeakSet[OpenCLRecording] = weakref.WeakSet()
         self.completer = Completer(name)
         self.lock = threading.RLock()  # kernel arguments of `execute`, the dictionaries above
@@ -86,6 +93,8 @@ class _Resources:
                 pass  # keep releasing the rest; the handle is already marked freed and uncounted
         self.buffers.clear()
         self.kernels.clear()
+        self.uses.clear()
+        self.idle.clear()
         self.queue = self.async_queue = None
         self.context = None
 
@@ -247,6 +256,8 @@ class OpenCLBackend(Backend):
         key = kernel.key()
         loaded = res.kernels.get(key)
         if loaded is not None:
+            res.uses[key] = res.uses.get(key, 0) + 1
+            res.idle.pop(key, None)
             return loaded
         if kernel.opencl is None:
             raise KernelBuildError(
@@ -263,7 +274,27 @@ class OpenCLBackend(Backend):
         loaded = LoadedKernel(clk, kernel.name, tuple(kernel.workgroup_size), kernel.num_buffers,
                               len(kernel.push_constants), res.token, program, tuple(kernel.access))
         res.kernels[key] = loaded
+        res.uses[key] = res.uses.get(key, 0) + 1
         return loaded
+
+    def unload_kernel(self, kernel: Kernel) -> None:
+        """One load_kernel(kernel) caller is done with it. A program nothing uses stays for a later load among the
+        last IDLE_KERNELS such; older ones are dropped (OpenCL keeps a kernel an enqueued command still needs)."""
+        res = self._res
+        if res is None or res.closed:
+            return
+        key = kernel.key()
+        n = res.uses.get(key, 0)
+        if n <= 0 or key not in res.kernels:
+            return
+        if n > 1:
+            res.uses[key] = n - 1
+            return
+        del res.uses[key]
+        res.idle[key] = None
+        while len(res.idle) > IDLE_KERNELS:
+            old, _ = res.idle.popitem(last=False)
+            del res.kernels[old]
 
     def _check_workgroup(self, kernel: Kernel) -> None:
         """Refuse a workgroup the device cannot run before compiling, naming the sizes."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,10 @@ from .replay import VulkanRecording
 DEFAULT_TIMEOUT_S = 300.0  # one submission may run this long before it counts as a hung device
 
 
+# Pipelines kept for reuse after the executables that loaded them are released (a recompiled or reloaded graph
+# finds its pipelines built); beyond these, the oldest unused ones are destroyed.
+IDLE_KERNELS = 64
+
 class _Owned:
     """Everything a backend owns, released in dependency order. It holds no reference to the backend, so
     weakref.finalize can release it when a backend is dropped without close()."""
@@ -42,6 +47,8 @@ class _Owned:
         self.device: Device | None = None
         self.buffers: dict[int, Buffer] = {}
         self.kernels: dict[str, LoadedKernel] = {}
+        self.uses: dict[str, int] = {}  # Kernel.key() -> load_kernel calls not yet unloaded
+        self.idle: OrderedDict[str, None] = OrderedDict()  # loaded kernels nothing uses, oldest first
         self.staging: Staging | None = None
         self.arena: DescriptorArena | None = None
         self.cache: PipelineCache | None = None
@@ -66,6 +73,8 @@ class _Owned:
             for lk in self.kernels.values():
                 pipelines.destroy(dev, lk)
             self.kernels.clear()
+            self.uses.clear()
+            self.idle.clear()
             if self.arena is not None:
                 self.arena.destroy()
             if self.staging is not None:
@@ -234,15 +243,38 @@ class VulkanBackend(Backend):
         return out
 
     def load_kernel(self, kernel: Kernel) -> LoadedKernel:
-        """The pipeline for `kernel`, built once per backend (and through the on-disk pipeline cache)."""
+        """The pipeline for `kernel`, built once per backend (and through the on-disk pipeline cache) and kept
+        while a caller uses it (unload_kernel), then among the last IDLE_KERNELS unused ones."""
         dev = self._device()
         key = kernel.key()
-        with self._own.lock:
-            lk = self._own.kernels.get(key)
+        own = self._own
+        with own.lock:
+            lk = own.kernels.get(key)
             if lk is None:
-                lk = pipelines.build(kernel, dev, self._own.cache)
-                self._own.kernels[key] = lk
+                lk = pipelines.build(kernel, dev, own.cache)
+                own.kernels[key] = lk
+            own.uses[key] = own.uses.get(key, 0) + 1
+            own.idle.pop(key, None)
         return lk
+
+    def unload_kernel(self, kernel: Kernel) -> None:
+        """One load_kernel(kernel) caller is done with it (its runs finished). A pipeline nothing uses stays for a
+        later load among the last IDLE_KERNELS such; older ones are destroyed: a process compiling and running
+        many distinct graphs would otherwise keep every pipeline (lavapipe: ~0.7 MB each, JIT code) until exit."""
+        key = kernel.key()
+        own = self._own
+        with own.lock:
+            n = own.uses.get(key, 0)
+            if n <= 0 or key not in own.kernels:
+                return
+            if n > 1:
+                own.uses[key] = n - 1
+                return
+            del own.uses[key]
+            own.idle[key] = None
+            while len(own.idle) > IDLE_KERNELS:
+                old, _ = own.idle.popitem(last=False)
+                pipelines.destroy(self._device(), own.kernels.pop(old))
 
     def _check_dispatch(self, n: int, lk: Any, bufs: Sequence[Any], grid: Sequence[int],
                         push: Sequence[int]) -> tuple[int, int, int]:
