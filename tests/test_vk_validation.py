@@ -7,10 +7,12 @@ reports hazards between dispatches and copies of a command buffer and across sub
 barrier). One case of each family of the strategies suite runs here on lavapipe and must give 0 reports and its
 reference's numbers; a plan whose barrier is dropped must be reported.
 
-GPU-assisted validation (VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT) is not part of this: with the packaged
-layer (1.3.239) on lavapipe it instrumented nothing that reported, not even a kernel storing 400 bytes past a
-4-byte buffer (with a descriptor-indexing feature enabled, which its buffer checks need), so in-kernel
-out-of-bounds accesses are covered by Oclgrind on the OpenCL side (tests/test_oclgrind.py) only."""
+GPU-assisted validation (VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT) is not part of this: the packaged layer
+(1.3.239) checks storage-buffer bounds only on a device with a descriptor-indexing feature enabled
+(GpuAssisted::CheckForDescriptorIndexing), and lavapipe of Mesa 22.3 offers no VK_EXT_descriptor_indexing; with
+GPU-assisted validation on, a kernel storing 400 bytes past a 4-byte buffer ran with no report. In-kernel
+out-of-bounds accesses, races and uninitialised reads are checked by Oclgrind on the OpenCL kernels of the same
+cases (tests/test_oclgrind.py), not on the SPIR-V."""
 
 from __future__ import annotations
 
