@@ -11,8 +11,8 @@ GPU-assisted validation (VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT) is not p
 (1.3.239) checks storage-buffer bounds only on a device with a descriptor-indexing feature enabled
 (GpuAssisted::CheckForDescriptorIndexing), and lavapipe of Mesa 22.3 offers no VK_EXT_descriptor_indexing; with
 GPU-assisted validation on, a kernel storing 400 bytes past a 4-byte buffer ran with no report. In-kernel
-out-of-bounds accesses, races and uninitialised reads are checked by Oclgrind on the OpenCL kernels of the same
-cases (tests/test_oclgrind.py), not on the SPIR-V."""
+out-of-bounds accesses, races and uninitialised reads are checked by Oclgrind on the OpenCL kernels of a
+sample of the suite (tests/test_oclgrind.py), not on the SPIR-V."""
 
 from __future__ import annotations
 
