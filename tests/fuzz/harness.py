@@ -296,6 +296,7 @@ def fuzz(device: str, examples: int, tmp: Path, timeout: float = 60.0, seed: int
     inputs (bytes) by kind."""
     worker = Worker(device, timeout)
     counts: dict[str, Counter] = {k: Counter() for k in ("onnx", "mlir", "package", "package-kernel")}
+    errors: dict[str, Counter] = {k: Counter() for k in counts}  # clean refusals by PortableError class
     bad: list[tuple[str, bytes, dict]] = []
     pkg = package_seed(tmp)
     seeds = onnx_seeds()
@@ -311,6 +312,8 @@ def fuzz(device: str, examples: int, tmp: Path, timeout: float = 60.0, seed: int
         counts[kind][res["outcome"]] += 1
         if res.get("compared"):
             counts[kind]["compared"] += 1
+        if res["outcome"] == "clean":
+            errors[kind][res.get("error", "?")] += 1
         if res["outcome"] in BAD:
             bad.append((kind, data, res))
         if log:
@@ -320,7 +323,8 @@ def fuzz(device: str, examples: int, tmp: Path, timeout: float = 60.0, seed: int
                            ("package-kernel", package_kernel_inputs(pkg))):
         opts(given(strategy.map(lambda data, kind=kind: (kind, data)))(lambda pair: record(*pair)))()
     worker.close()
-    return {"counts": {k: dict(v) for k, v in counts.items()}, "bad": bad}
+    return {"counts": {k: dict(v) for k, v in counts.items()}, "bad": bad,
+            "clean_errors": {k: dict(v.most_common()) for k, v in errors.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{device.replace(':', '')}-{kind}-{i}"
             (a.out / f"{name}.bin").write_bytes(data)
             (a.out / f"{name}.json").write_text(json.dumps(r, indent=1))
-        report["devices"][device] = {"counts": res["counts"], "seconds": round(took, 1), "bad": len(res["bad"])}
+        report["devices"][device] = {"counts": res["counts"], "clean_errors": res["clean_errors"],
+                                     "seconds": round(took, 1), "bad": len(res["bad"])}
         for kind, c in res["counts"].items():
             n = sum(v for k, v in c.items() if k not in ("compared", "distinct"))
             rows.append(f"| {device} | {kind} | {n} ({c.get('distinct', 0)} distinct) | {c.get('ok', 0)} ({c.get('compared', 0)}) | {c.get('clean', 0)} "
