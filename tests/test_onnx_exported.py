@@ -233,3 +233,49 @@ def test_wide_grid_runs_like_onnxruntime(device):
     m = _wide_conv()
     x = RNG.standard_normal((1, 2048, 28, 28)).astype(np.float32)
     check(portable.run(m, x, device=device), reference(m, x), rtol=1e-3, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------ BatchNormalization
+
+
+def _bn_net(torch):
+    """A BatchNorm the legacy exporter cannot fold into a Conv (after a ReLU, as in pre-activation ResNets and
+    DenseNet), and a BatchNorm1d after a Linear: exported as BatchNormalization nodes."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3)
+            self.bn2d = torch.nn.BatchNorm2d(8)
+            self.fc = torch.nn.Linear(8, 6)
+            self.bn1d = torch.nn.BatchNorm1d(6)
+
+        def forward(self, x):
+            y = self.bn2d(torch.relu(self.conv(x)))
+            return y, self.bn1d(self.fc(y.mean((2, 3))))
+
+    torch.manual_seed(3)
+    net = Net().eval()
+    for bn in (net.bn2d, net.bn1d):
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.data.normal_()
+        bn.bias.data.normal_()
+    return net
+
+
+@pytest.mark.parametrize("opset", [13, 14])
+def test_batch_norm_before_opset_15_runs_like_onnxruntime(device, opset, tmp_path):
+    """torch-mlir lowers BatchNormalization only from opset 15; older ones become a per-channel Mul and Add, and
+    the dump's path notes say so."""
+    from portable.frontend.onnx_decompose import decompose, paths
+
+    torch = _torch()
+    x = torch.randn(2, 3, 12, 12)
+    path = tmp_path / "bn.onnx"
+    torch.onnx.export(_bn_net(torch), (x,), str(path), dynamo=False, opset_version=opset)
+    m = onnx.load(str(path))
+    assert sum(n.op_type == "BatchNormalization" for n in m.graph.node) == 2
+    notes = paths(decompose(infer_shapes(m), infer_shapes))
+    assert sum("BatchNormalization" in s and "decomposed" in s for s in notes) == 2, notes
+    check(portable.run(str(path), x.numpy(), device=device), reference(path, x.numpy()), rtol=1e-4, atol=1e-4)
