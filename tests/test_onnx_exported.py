@@ -233,3 +233,82 @@ def test_wide_grid_runs_like_onnxruntime(device):
     m = _wide_conv()
     x = RNG.standard_normal((1, 2048, 28, 28)).astype(np.float32)
     check(portable.run(m, x, device=device), reference(m, x), rtol=1e-3, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------ BatchNormalization
+
+
+def _bn_net(torch):
+    """A BatchNorm the legacy exporter cannot fold into a Conv (after a ReLU, as in pre-activation ResNets and
+    DenseNet), and a BatchNorm1d after a Linear: exported as BatchNormalization nodes."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3)
+            self.bn2d = torch.nn.BatchNorm2d(8)
+            self.fc = torch.nn.Linear(8, 6)
+            self.bn1d = torch.nn.BatchNorm1d(6)
+
+        def forward(self, x):
+            y = self.bn2d(torch.relu(self.conv(x)))
+            return y, self.bn1d(self.fc(y.mean((2, 3))))
+
+    torch.manual_seed(3)
+    net = Net().eval()
+    for bn in (net.bn2d, net.bn1d):
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.data.normal_()
+        bn.bias.data.normal_()
+    return net
+
+
+@pytest.mark.parametrize("opset", [13, 14])
+def test_batch_norm_before_opset_15_runs_like_onnxruntime(device, opset, tmp_path):
+    """torch-mlir lowers BatchNormalization only from opset 15; older ones become a per-channel Mul and Add, and
+    the dump's path notes say so."""
+    from portable.frontend.onnx_decompose import decompose, paths
+
+    torch = _torch()
+    x = torch.randn(2, 3, 12, 12)
+    path = tmp_path / "bn.onnx"
+    torch.onnx.export(_bn_net(torch), (x,), str(path), dynamo=False, opset_version=opset)
+    m = onnx.load(str(path))
+    assert sum(n.op_type == "BatchNormalization" for n in m.graph.node) == 2
+    notes = paths(decompose(infer_shapes(m), infer_shapes))
+    assert sum("BatchNormalization" in s and "decomposed" in s for s in notes) == 2, notes
+    check(portable.run(str(path), x.numpy(), device=device), reference(path, x.numpy()), rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+
+
+def test_dynamically_quantized_lstm_is_refused_naming_node_op_and_attributes(tmp_path):
+    """onnxruntime's quantize_dynamic of a torch LSTM export (how OCR packages such as ddddocr ship their
+    recognisers) holds com.microsoft:DynamicQuantizeLSTM, which onnxruntime runs and nothing here lowers: the
+    refusal is an UnsupportedOp naming the node, the op and its attributes, raised before any lowering."""
+    torch = _torch()
+    quant = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime's quantization tools")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(16, 32, batch_first=True)
+            self.fc = torch.nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0])
+
+    torch.manual_seed(5)
+    x = torch.randn(1, 7, 16)
+    fp32, q = tmp_path / "lstm.onnx", tmp_path / "lstm_q.onnx"
+    torch.onnx.export(Net().eval(), (x,), str(fp32), dynamo=False, opset_version=13)
+    quant.quantize_dynamic(str(fp32), str(q), op_types_to_quantize=["LSTM", "MatMul"])
+    node = next(n for n in onnx.load(str(q)).graph.node if n.op_type == "DynamicQuantizeLSTM")
+    assert reference(q, x.numpy())[0].shape == (1, 7, 10)  # onnxruntime runs it
+    with pytest.raises(portable.UnsupportedOp) as err:
+        portable.compile(str(q), device="null:0")
+    msg = str(err.value)
+    assert f"node '{node.name}' (op com.microsoft:DynamicQuantizeLSTM, " in msg, msg
+    assert "hidden_size=32" in msg, msg

@@ -362,7 +362,8 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         access = plan.kernel_access(fn.operation)
         spirv = opencl = None
         texels: tuple[int, ...] = ()
-        asm = str(gm)
+        # Local scope: printed without it, a nested op numbers the whole module first (every kernel, each time).
+        asm = gm.operation.get_asm(use_local_scope=True)
         # Cooperative matrices are laid over 32 lanes, shuffles over the profile's subgroup: the Vulkan pipeline
         # requires that width (runtime_vk/pipelines.py), since a driver may pick another per pipeline.
         width = coop_matrix.SUBGROUP if "gpu.subgroup_mma" in asm else \

@@ -114,15 +114,21 @@ class PlanBuilder:
         self.inputs: list[TensorSig] = []
         self.input_slots: list[int] = []
         self.outputs: list[tuple[int, TensorSig]] = []
+        # One naming state for the host func: Value.get_name() without one numbers the whole module (every
+        # gpu.module included) on each call.
+        self._names = ir.AsmState(func_op, use_local_scope=True)
+
+    def _name(self, value: ir.Value) -> str:
+        return value.get_name(self._names)
 
     def _new_slot(self, value: ir.Value, kind: str, index: int = -1) -> int:
         sid = len(self.slots)
         self.slots.append(Slot(id=sid, nbytes=max(memref_sig(value.type).nbytes, 4), kind=kind, index=index))
-        self.slot_of[value.get_name()] = sid
+        self.slot_of[self._name(value)] = sid
         return sid
 
     def _slot(self, value: ir.Value) -> int:
-        name = value.get_name()
+        name = self._name(value)
         if name not in self.slot_of:
             raise CompileError(f"value {name} used by a kernel has no buffer", stage="plan")
         return self.slot_of[name]
@@ -140,8 +146,8 @@ class PlanBuilder:
             if name == "memref.alloc":
                 self._new_slot(op.results[0], "temp")
             elif name in _VIEWS or name == "memref.subview":
-                self.slot_of[op.results[0].get_name()] = self._slot(op.operands[0])
-                self._reach[op.results[0].get_name()] = reach_bytes(op.results[0].type)
+                self.slot_of[self._name(op.results[0])] = self._slot(op.operands[0])
+                self._reach[self._name(op.results[0])] = reach_bytes(op.results[0].type)
             elif name == "memref.get_global":
                 sig = memref_sig(op.results[0].type)
                 sid = self._new_slot(op.results[0], "constant")
@@ -183,7 +189,7 @@ class PlanBuilder:
         sym = (path[0], path[1])
         slots = tuple(self._slot(a) for a in args)
         self.launches.append((sym, slots, grid))
-        self.reach.append(tuple(self._reach.get(a.get_name(), self.slots[s].nbytes) for a, s in zip(args, slots)))
+        self.reach.append(tuple(self._reach.get(self._name(a), self.slots[s].nbytes) for a, s in zip(args, slots)))
         access = kernel_access(self._kernel(sym))
         self.writes.append(tuple(dict.fromkeys(s for s, a in zip(slots, access) if "w" in a)))
 

@@ -4,6 +4,7 @@ crash torch-mlir's pipelines. Each failure is an UnsupportedOp naming the node, 
 from __future__ import annotations
 
 from ..errors import ShapeMismatch, UnsupportedOp
+from .onnx_describe import node_detail
 
 # ONNX TensorProto element types the importer and the linalg pipeline carry through (onnx.TensorProto enum).
 # Strings, complex numbers, 4-bit and 8-bit floats stop here with a clear message.
@@ -302,12 +303,12 @@ def check_ops(m, expandable=lambda node: False) -> None:
         if (n.domain, n.op_type) in local:
             continue
         if dom not in opsets:
-            raise UnsupportedOp(f"{node_desc(n)}: its domain '{dom}' is not among the model's opset imports")
+            raise UnsupportedOp(f"{node_detail(n)}: its domain '{dom}' is not among the model's opset imports")
         if not onnx.defs.has(n.op_type, dom):
-            raise UnsupportedOp(f"{node_desc(n)}: unknown op: no ONNX schema for '{n.op_type}' in domain "
+            raise UnsupportedOp(f"{node_detail(n)}: unknown op: no ONNX schema for '{n.op_type}' in domain "
                                 f"'{dom or 'ai.onnx'}'")
         if dom not in _LOWERED_DOMAINS and not expandable(n):
-            raise UnsupportedOp(f"{node_desc(n)}: ops of domain '{dom}' have no lowering (torch-mlir lowers the "
+            raise UnsupportedOp(f"{node_detail(n)}: ops of domain '{dom}' have no lowering (torch-mlir lowers the "
                                 f"default ONNX domain only)")
 
 

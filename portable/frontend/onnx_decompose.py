@@ -156,6 +156,7 @@ def decompose(m, infer, _done: frozenset = frozenset()):
         onnx_decomp_grid,
         onnx_decomp_index,
         onnx_decomp_linalg,
+        onnx_decomp_norm,
         onnx_decomp_pad,
         onnx_decomp_pool,
         onnx_decomp_signal,

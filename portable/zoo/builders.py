@@ -146,7 +146,8 @@ def vit_tiny(entry: Entry) -> nn.Module:
 BUILDERS = {
     **{n: _tv_classifier(n) for n in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
                                        "mobilenet_v3_large", "efficientnet_b0", "regnet_y_400mf",
-                                       "shufflenet_v2_x1_0", "squeezenet1_1", "convnext_tiny", "vit_b_16")},
+                                       "shufflenet_v2_x1_0", "squeezenet1_1", "convnext_tiny", "vit_b_16",
+                                       "densenet121")},
     "lraspp_mobilenet_v3_large": _tv_segmenter("lraspp_mobilenet_v3_large"),
     "deeplabv3_mobilenet_v3_large": _tv_segmenter("deeplabv3_mobilenet_v3_large", aux_loss=False),
     "fcn_resnet50": _tv_segmenter("fcn_resnet50", aux_loss=False),
