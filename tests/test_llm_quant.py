@@ -50,6 +50,20 @@ def test_matmul_nbits_matches_onnxruntime(device, k, block, zero_points):
     np.testing.assert_allclose(out, ref, atol=1e-4, rtol=1e-4)
 
 
+def test_matmul_nbits_file_through_plain_run(device, tmp_path):
+    """An ONNX file with MatMulNBits nodes goes straight to portable.run / portable.compile: the decomposition runs
+    when the model is loaded, before the op checks that refuse other com.microsoft ops."""
+    import portable
+
+    path = tmp_path / "q4.onnx"
+    onnx.save(matmul_nbits(64, 40, 32, True, m=5), str(path))
+    a = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    np.testing.assert_allclose(portable.run(str(path), a, device=device)[0], ref, atol=1e-4, rtol=1e-4)
+    exe = portable.compile(str(path), device=device, input_shapes=[(5, 64)])
+    np.testing.assert_allclose(exe(a)[0], ref, atol=1e-4, rtol=1e-4)
+
+
 def test_matmul_nbits_refuses_other_widths():
     with pytest.raises(UnsupportedOp, match="4-bit"):
         dequantize_matmul_nbits(matmul_nbits(64, 8, 32, False, bits=8))
