@@ -13,15 +13,17 @@ from typing import Any
 ARCHS = ("llama", "qwen2", "gpt2")
 
 
-def build(arch: str, hidden: int = 64, layers: int = 2, vocab: int = 1000, seed: int = 0) -> Any:
-    """A random-init decoder of `arch` (llama: MHA; qwen2: GQA with 4 query heads per KV head; gpt2)."""
+def build(arch: str, hidden: int = 64, layers: int = 2, vocab: int = 1000, seed: int = 0,
+          kv_heads: int | None = None) -> Any:
+    """A random-init decoder of `arch` (llama: MHA, or GQA with `kv_heads`; qwen2: GQA with 4 query heads per KV
+    head; gpt2)."""
     import torch
 
     tf = _transformers()
     torch.manual_seed(seed)
     if arch == "llama":
         cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
-                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=kv_heads or 4,
                              max_position_embeddings=2048, tie_word_embeddings=False)
         model = tf.LlamaForCausalLM(cfg)
     elif arch == "qwen2":
