@@ -123,7 +123,7 @@ def write(model: Any, path: str | Path, qtype: Any = "Q4_0", tokenizer_json: str
     w.add_vocab_size(c.vocab_size)
     w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 15}.get(qt, 0))
     tokens, types, merges = _vocab(tokenizer_json, c.vocab_size)
-    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_model("gpt2" if merges else "none")  # llama.cpp needs merges for a BPE vocabulary
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_types(types)
