@@ -12,8 +12,7 @@ pytest.importorskip("gguf", reason="GGUF files are written and read with the ggu
 
 from gguf import GGMLQuantizationType as Q
 
-from portable.llm import DecoderSession, Sampler
-from portable.llm import gguf_export, gguf_model
+from portable.llm import DecoderSession, Sampler, gguf_export, gguf_model
 from portable.llm.hf_export import build, train_tokenizer
 from portable.llm.reference import run_loop
 
@@ -68,7 +67,7 @@ def test_mixed_types_gqa_match_torch(device, tmp_path):
     assert "MatMulNBits" in ops  # Q4_0 kept 4-bit
     assert any(t.data_type == 3 for t in onnx_model.graph.initializer)  # Q8_0 kept int8
     assert any(t.data_type == 10 for t in onnx_model.graph.initializer)  # F16 kept float16
-    feed, reset = torch_reference(model, weights)
+    feed, _ = torch_reference(model, weights)
     ref, ref_logits, _, _ = run_loop(feed, PROMPT, 6, Sampler().picker())
     with DecoderSession(path, device, buckets=(32,), prefill_chunks=(8,)) as s:
         tokens, logits, _, _ = run_loop(s.feed, PROMPT, 6, Sampler().picker())

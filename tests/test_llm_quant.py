@@ -113,8 +113,13 @@ def test_int8_decoder_greedy_matches_onnxruntime(device, tmp_path, mode):
     DequantizeLinear around every MatMul) or quantize_dynamic (DynamicQuantizeLinear + MatMulInteger). The bucketed
     session's greedy tokens equal onnxruntime's on the same file; logits within int8 rounding drift."""
     pytest.importorskip("transformers", reason="the decoder is built with transformers")
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic
-    from onnxruntime.quantization import quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
 
     from portable.llm import DecoderSession, Sampler
     from portable.llm.hf_export import build, export, kv_shape

@@ -43,8 +43,8 @@ def metadata(reader: Any) -> dict[str, Any]:
             continue
         try:
             out[name] = f.contents()
-        except Exception:  # a value type the gguf package cannot show; not needed here
-            continue
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError):  # a value the gguf package cannot show
+            out[name] = None
     return out
 
 
