@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,10 +53,7 @@ def _median(reset: Any, feed: Any, prompt: list[int], new: int, repeats: int) ->
 
 
 def main() -> None:
-    import onnx
-
-    from . import gguf_export, gguf_model, hf_export
-    from .session import DecoderSession
+    from . import hf_export
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", type=int, default=768)
@@ -84,8 +83,19 @@ def main() -> None:
                          tie_word_embeddings=False)
     model = tf.LlamaForCausalLM(cfg).eval()
     params = sum(p.numel() for p in model.parameters())
-    work = a.out / "_work"
-    work.mkdir()
+    work = Path(tempfile.mkdtemp(prefix="portable-bench-gguf-"))  # model files stay out of the results folder
+    try:
+        _run(a, model, params, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(a: Any, model: Any, params: int, work: Path) -> None:
+    import onnx
+
+    from . import gguf_export, gguf_model, hf_export
+    from .session import DecoderSession
+
     tok = hf_export.train_tokenizer(work / "tokenizer.json")
     prompt = [int(t) for t in np.random.default_rng(0).integers(0, a.vocab, a.prompt_len)]
     total = a.prompt_len + a.new
@@ -122,9 +132,6 @@ def main() -> None:
                   flush=True)
         del cpp
         _report(a, params, rows)
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
 
 
 def _report(a: Any, params: int, rows: list[dict[str, Any]]) -> None:
