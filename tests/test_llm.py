@@ -61,6 +61,20 @@ def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
     np.testing.assert_array_equal(out[sig.present[0]][:, :, n + 1:], past0[:, :, n + 1:])
 
 
+@pytest.mark.parametrize("arch,exporter", [("phi", "legacy"), ("phi", "dynamo"), ("gemma", "legacy"),
+                                           ("gemma", "dynamo")])
+def test_phi_gemma_greedy_match_onnxruntime(device, exported, arch, exporter):
+    """Phi (LayerNorm, partial rotary, parallel attention and MLP) and Gemma (RMSNorm 1 + w, scaled embedding, MQA,
+    GELU-tanh gate, tied embedding) through the bucketed session: greedy tokens and logits equal onnxruntime's."""
+    path = exported(arch, exporter)
+    ref, ref_logits, _, _ = run_loop(OrtDecoder(path).feed, PROMPT, 8, Sampler().picker())
+    with DecoderSession(path, device, buckets=(32,), prefill_chunks=(8,)) as s:
+        tokens, logits, _, _ = run_loop(s.feed, PROMPT, 8, Sampler().picker())
+    assert np.abs(ref_logits[0]).max() > 0.1
+    assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
+    assert tokens == ref
+
+
 def test_greedy_loop_compiles_per_bucket(device, exported, tmp_path, monkeypatch):
     """32 greedy tokens after an 11-token prompt: the prefill chunk of 8 and the decode step at capacity 16, then
     the decode step at 64: three compiles (2 buckets + 1 prefill chunk), tokens equal onnxruntime's."""

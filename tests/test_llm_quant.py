@@ -50,6 +50,20 @@ def test_matmul_nbits_matches_onnxruntime(device, k, block, zero_points):
     np.testing.assert_allclose(out, ref, atol=1e-4, rtol=1e-4)
 
 
+def test_matmul_nbits_file_through_plain_run(device, tmp_path):
+    """An ONNX file with MatMulNBits nodes goes straight to portable.run / portable.compile: the decomposition runs
+    when the model is loaded, before the op checks that refuse other com.microsoft ops."""
+    import portable
+
+    path = tmp_path / "q4.onnx"
+    onnx.save(matmul_nbits(64, 40, 32, True, m=5), str(path))
+    a = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    np.testing.assert_allclose(portable.run(str(path), a, device=device)[0], ref, atol=1e-4, rtol=1e-4)
+    exe = portable.compile(str(path), device=device, input_shapes=[(5, 64)])
+    np.testing.assert_allclose(exe(a)[0], ref, atol=1e-4, rtol=1e-4)
+
+
 def test_matmul_nbits_refuses_other_widths():
     with pytest.raises(UnsupportedOp, match="4-bit"):
         dequantize_matmul_nbits(matmul_nbits(64, 8, 32, False, bits=8))
@@ -77,3 +91,56 @@ def test_quantized_decoder_greedy_matches_onnxruntime(device, tmp_path):
         tokens, logits, _, _ = run_loop(s.feed, prompt, 16, Sampler().picker())
     assert tokens == ref
     assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
+
+
+class _Prefills:
+    """Calibration feeds for quantize_static: prompts of 6 random ids with an empty cache."""
+
+    def __init__(self, layers: int, kv: int, hd: int):
+        rng = np.random.default_rng(0)
+        empty = {f"past_key_values.{i}.{k}": np.zeros((1, kv, 0, hd), np.float32)
+                 for i in range(layers) for k in ("key", "value")}
+        self.feeds = iter([{"input_ids": rng.integers(0, 1000, (1, 6)), "attention_mask": np.ones((1, 6), np.int64),
+                            "position_ids": np.arange(6)[None], **empty} for _ in range(4)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+@pytest.mark.parametrize("mode", ["static_qdq", "dynamic"])
+def test_int8_decoder_greedy_matches_onnxruntime(device, tmp_path, mode):
+    """A Llama export quantized to int8 by onnxruntime: quantize_static in QDQ format (QuantizeLinear /
+    DequantizeLinear around every MatMul) or quantize_dynamic (DynamicQuantizeLinear + MatMulInteger). The bucketed
+    session's greedy tokens equal onnxruntime's on the same file; logits within int8 rounding drift."""
+    pytest.importorskip("transformers", reason="the decoder is built with transformers")
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    from portable.llm import DecoderSession, Sampler
+    from portable.llm.hf_export import build, export, kv_shape
+    from portable.llm.reference import OrtDecoder, run_loop
+
+    model = build("llama")
+    f32 = export(model, tmp_path / "f32.onnx")
+    path = tmp_path / f"{mode}.onnx"
+    if mode == "dynamic":
+        quantize_dynamic(str(f32), str(path), weight_type=QuantType.QInt8)
+        op, tol = "MatMulInteger", 2e-2  # activations quantized per call: a rounding tie may fall either way
+    else:
+        reader = type("Reader", (_Prefills, CalibrationDataReader), {})(*kv_shape(model))
+        quantize_static(str(f32), str(path), reader, quant_format=QuantFormat.QDQ, weight_type=QuantType.QInt8,
+                        activation_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        op, tol = "DequantizeLinear", 1e-3
+    assert sum(n.op_type == op for n in onnx.load(str(path)).graph.node) >= 8
+    prompt = [5, 17, 300, 42, 7, 99, 123, 8, 1, 2, 3]
+    ref, ref_logits, _, _ = run_loop(OrtDecoder(path).feed, prompt, 12, Sampler().picker())
+    with DecoderSession(path, device, buckets=(32,), prefill_chunks=(8,)) as s:
+        tokens, logits, _, _ = run_loop(s.feed, prompt, 12, Sampler().picker())
+    assert np.abs(ref_logits[0]).max() > 0.1
+    assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < tol
+    assert tokens == ref

@@ -32,15 +32,16 @@ def _unpack_nibbles(packed: np.ndarray, count: int) -> np.ndarray:
 
 def dequantize_matmul_nbits(model: Any) -> Any:
     """`model` (onnx.ModelProto) with each com.microsoft:MatMulNBits node (4 bits, constant weights, scales and
-    zero points) replaced by ONNX ops; other nodes untouched. Returns a new model."""
+    zero points) replaced by ONNX ops; other nodes untouched. Returns a new model (`model` itself where it has no
+    such node)."""
     import onnx
     from onnx import helper, numpy_helper
 
+    if not any(n.op_type == "MatMulNBits" and n.domain == "com.microsoft" for n in model.graph.node):
+        return model
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
-    if not any(n.op_type == "MatMulNBits" and n.domain == "com.microsoft" for n in g.node):
-        return m
     inits = {t.name: t for t in g.initializer}
     consts = {n.output[0]: n for n in g.node if n.op_type == "Constant"}
 

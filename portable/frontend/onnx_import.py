@@ -45,6 +45,7 @@ from .onnx_checks import (
     pad_outputs,
 )
 from .onnx_control import unroll_control_flow, unroll_legacy_scans
+from .onnx_decomp_quant import dequantize_matmul_nbits
 from .onnx_decompose import annotate, decompose
 from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
@@ -118,7 +119,8 @@ def _check_loaded(m, what: str):
         raise CompileError(f"{what} holds no ONNX graph (empty, truncated or not an ONNX model)", stage="onnx-load")
     if not m.opset_import:
         raise CompileError(f"{what} has no opset_import: not a complete ONNX model", stage="onnx-load")
-    return m
+    # Contrib ops with a decomposition become standard ops before any check, shape inference or import sees them.
+    return dequantize_matmul_nbits(m)
 
 
 # ---------------------------------------------------------------------------------------------- opsets

@@ -39,7 +39,14 @@ class GenerationResult:
 
 
 def load_tokenizer(model: str | Path, tokenizer: str | Path | None = None) -> Any:
-    """A `tokenizers.Tokenizer` from `tokenizer`, else tokenizer.json next to the model."""
+    """A `tokenizers.Tokenizer` from `tokenizer`, else the vocabulary of a GGUF model, else tokenizer.json next to
+    the model."""
+    from .graph import is_gguf
+
+    if not tokenizer and is_gguf(model):
+        from .gguf_model import tokenizer as gguf_tokenizer
+
+        return gguf_tokenizer(model)
     path = Path(tokenizer) if tokenizer else Path(model).with_name("tokenizer.json")
     if not path.is_file():
         raise InvalidArgument(f"no tokenizer at {path}: put a tokenizer.json (Hugging Face `tokenizers` format) next "
@@ -62,6 +69,14 @@ def generate(model: str | Path, prompt: str | Sequence[int], *, device: str = "v
     if isinstance(tokenizer, (str, Path)) or (tokenizer is None and isinstance(prompt, str)):
         tokenizer = load_tokenizer(model, tokenizer)
     ids = list(tokenizer.encode(prompt).ids) if isinstance(prompt, str) else [int(t) for t in prompt]
+    if isinstance(prompt, str) and isinstance(model, (str, Path)):
+        from .graph import is_gguf
+
+        if is_gguf(model):
+            from .gguf_model import bos_token
+
+            bos = bos_token(model)
+            ids = ([bos] if bos is not None else []) + ids
     if not ids:
         raise InvalidArgument("the prompt encodes to no tokens; give a non-empty prompt")
     own = session is None
@@ -92,11 +107,13 @@ def generate(model: str | Path, prompt: str | Sequence[int], *, device: str = "v
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("generate", help="generate text with a decoder LLM exported to ONNX (KV cache inputs)")
-    p.add_argument("model", help="the decoder's .onnx (input_ids, attention_mask, position_ids, past_key_values.*)")
+    p = subparsers.add_parser("generate", help="generate text with a decoder LLM (ONNX export with a KV cache, or GGUF)")
+    p.add_argument("model", help="the decoder's .onnx (input_ids, attention_mask, position_ids, past_key_values.*) "
+                                 "or a llama-architecture .gguf (Q4_0, Q8_0, Q4_K, F16, F32 weights)")
     p.add_argument("--device", default="vulkan:0")
     p.add_argument("--prompt", required=True)
-    p.add_argument("--tokenizer", help="tokenizer.json (default: next to the model)")
+    p.add_argument("--tokenizer", help="tokenizer.json (default: a GGUF file's vocabulary, or tokenizer.json next to "
+                                        "the model)")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     p.add_argument("--top-k", type=int, default=0)

@@ -88,13 +88,29 @@ def with_cache_write(model: Any) -> tuple[Any, DecoderSignature]:
 
 
 def load(path_or_model: Any) -> Any:
-    """The decoder as an onnx.ModelProto, its 4-bit MatMulNBits weights as standard ONNX ops."""
+    """The decoder as an onnx.ModelProto (from an ONNX export or a .gguf file), its 4-bit MatMulNBits weights as
+    standard ONNX ops."""
     import onnx
 
     from ..frontend.onnx_decomp_quant import dequantize_matmul_nbits
 
-    if isinstance(path_or_model, (str, Path)):
+    if is_gguf(path_or_model):
+        from .gguf_model import to_onnx
+
+        path_or_model = to_onnx(path_or_model)
+    elif isinstance(path_or_model, (str, Path)):
         path_or_model = onnx.load(str(path_or_model))
     elif isinstance(path_or_model, bytes):
         path_or_model = onnx.load_from_string(path_or_model)
     return dequantize_matmul_nbits(path_or_model)
+
+
+def is_gguf(model: Any) -> bool:
+    """A path to a GGUF file (by its magic bytes, or its .gguf suffix where the file is missing)."""
+    if not isinstance(model, (str, Path)):
+        return False
+    p = Path(model)
+    if p.is_file():
+        with open(p, "rb") as f:
+            return f.read(4) == b"GGUF"
+    return p.suffix.lower() == ".gguf"

@@ -10,18 +10,20 @@ import types
 from pathlib import Path
 from typing import Any
 
-ARCHS = ("llama", "qwen2", "gpt2")
+ARCHS = ("llama", "qwen2", "gpt2", "phi", "gemma")
 
 
-def build(arch: str, hidden: int = 64, layers: int = 2, vocab: int = 1000, seed: int = 0) -> Any:
-    """A random-init decoder of `arch` (llama: MHA; qwen2: GQA with 4 query heads per KV head; gpt2)."""
+def build(arch: str, hidden: int = 64, layers: int = 2, vocab: int = 1000, seed: int = 0,
+          kv_heads: int | None = None) -> Any:
+    """A random-init decoder of `arch` (llama: MHA, or GQA with `kv_heads`; qwen2: GQA with 4 query heads per KV
+    head; gpt2)."""
     import torch
 
     tf = _transformers()
     torch.manual_seed(seed)
     if arch == "llama":
         cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
-                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=kv_heads or 4,
                              max_position_embeddings=2048, tie_word_embeddings=False)
         model = tf.LlamaForCausalLM(cfg)
     elif arch == "qwen2":
@@ -29,6 +31,16 @@ def build(arch: str, hidden: int = 64, layers: int = 2, vocab: int = 1000, seed:
                              num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=1,
                              max_position_embeddings=2048, tie_word_embeddings=True)
         model = tf.Qwen2ForCausalLM(cfg)
+    elif arch == "phi":  # LayerNorm, partial rotary, parallel attention and MLP, GELU
+        cfg = tf.PhiConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                           partial_rotary_factor=0.5, max_position_embeddings=2048)
+        model = tf.PhiForCausalLM(cfg)
+    elif arch == "gemma":  # RMSNorm (1 + w), scaled embedding, MQA, GELU-tanh gate, tied embedding
+        cfg = tf.GemmaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                             max_position_embeddings=2048)
+        model = tf.GemmaForCausalLM(cfg)
     elif arch == "gpt2":
         cfg = tf.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=4, n_positions=2048)
         model = tf.GPT2LMHeadModel(cfg)

@@ -63,6 +63,7 @@ class DecoderSession:
         self.stats = SessionStats()
         self.length = 0  # tokens in the cache
         self.vocab: int | None = None
+        self._warm: set[tuple[int, int]] = set()
 
     # ---- compiled variants --------------------------------------------------------------------------
     def _shapes(self, capacity: int, chunk: int) -> list[tuple[int, ...]]:
@@ -157,10 +158,16 @@ class DecoderSession:
             n += real
         return out
 
-    def prepare(self, prompt_len: int, total: int) -> None:
-        """Compile (or load from the cache) every step graph that plan() lists, ahead of a timed loop."""
+    def prepare(self, prompt_len: int, total: int, warm_up: bool = True) -> None:
+        """Compile (or load from the cache) every step graph that plan() lists, ahead of a timed loop; `warm_up`
+        runs each once on an empty cache, so the driver's own program builds (PoCL builds at first launch) happen
+        here too. The sequence so far is kept."""
         for capacity, chunk in self.plan(prompt_len, total):
-            self._variant(capacity, chunk)
+            v = self._variant(capacity, chunk)
+            if warm_up and v is not self._active and (capacity, chunk) not in self._warm:
+                self._run(v, [0], chunk, 0)
+                v.state.reset()
+                self._warm.add((capacity, chunk))
 
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
         """Run `tokens` after the sequence so far; the logits (vocab,) after the last of them."""
@@ -182,6 +189,13 @@ class DecoderSession:
         if self._active is not None and self._active.capacity > capacity:
             capacity = self._active.capacity  # never move to a smaller bucket
         v = self._switch(capacity, chunk)
+        logits = self._run(v, toks, chunk, n)
+        self.length = n + real
+        return logits
+
+    def _run(self, v: _Variant, toks: list[int], chunk: int, n: int) -> np.ndarray:
+        """One call of the variant: `toks` (up to `chunk`) after `n` cached tokens; the logits of the last one."""
+        capacity, real = v.capacity, len(toks)
         ids = np.zeros((1, chunk), np.int64)
         ids[0, :real] = toks
         pos = np.arange(n, n + chunk, dtype=np.int64)[None]
@@ -193,7 +207,6 @@ class DecoderSession:
         feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, KV_INDEX: index}
         args = [feeds[name] for i, name in enumerate(self.sig.input_names) if i not in self.sig.past]
         outs = v.state(*args)
-        self.length = n + real
         logits = outs[0] if self.sig.logits == 0 else outs[[k for k in range(len(self.sig.output_names))
                                                              if k not in self.sig.present].index(self.sig.logits)]
         return np.asarray(logits[0, real - 1])
