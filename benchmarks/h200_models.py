@@ -3,6 +3,9 @@
     python benchmarks/h200_models.py export .h200m            # here: ONNX, seeded weights, packages, skeletons
     python benchmarks/h200_models.py run .h200m --out r.json  # GPU host: portable per API vs PyTorch eager
 
+The export also writes `<model>-b<batch>.<api>.sources.json` (ONNX nodes and FLOPs per dispatch) for `portable
+profile --sources` on the GPU host; benchmarks/h200_run.sh is the GPU host's side of a run.
+
 What travels is limited to 64 MiB, and the three networks' f32 weights are 560 MiB. So every float initializer
 of the exported ONNX model is drawn from a recorded seed (portable/bench/weightless.py), the packages are
 compiled from that model here, and only their skeletons travel (kernels, plans, the weights the seed cannot
