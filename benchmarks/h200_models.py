@@ -3,6 +3,9 @@
     python benchmarks/h200_models.py export .h200m            # here: ONNX, seeded weights, packages, skeletons
     python benchmarks/h200_models.py run .h200m --out r.json  # GPU host: portable per API vs PyTorch eager
 
+The export also writes `<model>-b<batch>.<api>.sources.json` (ONNX nodes and FLOPs per dispatch) for `portable
+profile --sources` on the GPU host; benchmarks/h200_run.sh is the GPU host's side of a run.
+
 What travels is limited to 64 MiB, and the three networks' f32 weights are 560 MiB. So every float initializer
 of the exported ONNX model is drawn from a recorded seed (portable/bench/weightless.py), the packages are
 compiled from that model here, and only their skeletons travel (kernels, plans, the weights the seed cannot
@@ -98,12 +101,37 @@ def export(out: Path, only: list[str]) -> None:
             shapes = {i.name: (batch, *i.shape[1:]) for i in entry.inputs}
             t = time.perf_counter()
             if not pkg.exists():
+                _compile_with_sources(str(onnx_path), shapes, out / f"{name}-b{batch}")
                 package.build(str(onnx_path), TARGETS, pkg, input_shapes=shapes)
             stats = weightless.strip(pkg, out / f"{name}-b{batch}.skel", m)
             (out / f"{name}-b{batch}.hash").write_text(package.Package(pkg).content_hash)  # the pin for run
             print(f"{name} b{batch}: compiled in {time.perf_counter() - t:.0f} s; package "
                   f"{pkg.stat().st_size / 2**20:.1f} MiB, skeleton "
                   f"{(out / f'{name}-b{batch}.skel').stat().st_size / 2**20:.2f} MiB {stats}", flush=True)
+
+
+def _compile_with_sources(onnx_path: str, shapes: dict, stem: Path) -> None:
+    """Compile each target once with the profiler's source records (ONNX nodes and FLOPs per dispatch), write them
+    as `<stem>.<api>.sources.json` for `portable profile --sources` on the GPU host, and leave the executables in
+    the disk cache, where package.build finds them: one compile per target, not two."""
+    from portable import cache, package, profiles, profiling
+    from portable.api import graph_text
+    from portable.compiler.pipeline import compile_module
+
+    text = graph_text(onnx_path, shapes)
+    known = profiles.all_profiles()
+    for spec in TARGETS:
+        api, name = package.parse_target(spec)
+        src = Path(f"{stem}.{api}.sources.json")
+        if src.exists():
+            continue
+        opts = profiles.codegen_options(known[name])
+        with profiling._recording() as rec:
+            exe = compile_module(text, opts, (api,))
+        cache.store(cache.key(text, opts, (api,)), exe)
+        src.write_text(json.dumps({"api": api, "profile": name,
+                                   "kernels": [exe.kernels[d.kernel].name for d in exe.dispatches],
+                                   "dispatches": profiling._per_dispatch(rec, exe)}))
 
 
 # ---- GPU host ---------------------------------------------------------------------------------------------
@@ -127,7 +155,7 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a.astype(np.float64) - b).max() / (np.abs(b).max() + 1e-12))
 
 
-def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str]) -> None:
+def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str], keep: bool = False) -> None:
     import onnx
     import onnxruntime as ort
 
@@ -194,7 +222,8 @@ def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str]) -
                 except Exception as e:  # noqa: BLE001 - one API failing is reported, the other still runs
                     rec[f"portable-{dev}"] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
                     print(f"{key} portable {dev}: {type(e).__name__}: {e}", flush=True)
-            pkg.unlink()
+            if not keep:
+                pkg.unlink()
         out.write_text(json.dumps(res, indent=1))
     out.write_text(json.dumps(res, indent=1))
 
@@ -211,12 +240,13 @@ def main(argv=None) -> int:
     r.add_argument("--iters", type=int, default=30)
     r.add_argument("--device", default="vulkan:0,opencl:0")
     r.add_argument("--models", default=",".join(MODELS))
+    r.add_argument("--keep", action="store_true", help="keep the restored packages (for portable profile)")
     a = ap.parse_args(argv)
     only = [m for m in a.models.split(",") if m]
     if a.cmd == "export":
         export(a.dir, only)
     else:
-        run(a.dir, a.out, a.iters, a.device.split(","), only)
+        run(a.dir, a.out, a.iters, a.device.split(","), only, a.keep)
     return 0
 
 

@@ -356,6 +356,33 @@ def test_weightless_package_restores_byte_for_byte(tmp_path):
         weightless.restore(pkg, tmp_path / "x.ptpk")
 
 
+def test_weightless_restores_a_scale_folded_into_a_matmul_weight(tmp_path):
+    """The compiler folds a per-channel scale (a normalization's weight) into the matrix that follows it, so the
+    package holds draw(w) * draw(gamma)[:, None], not a draw: the skeleton records the product's recipe instead of
+    its bytes, and the restored package has the same content hash."""
+    import zipfile
+
+    pytest.importorskip("onnx", reason="the seeded model is an ONNX file")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable import package
+    from portable.bench import weightless
+
+    inits = [numpy_helper.from_array(np.ones(64, np.float32), "gamma"),
+             numpy_helper.from_array(np.zeros((64, 96), np.float32), "w")]
+    nodes = [helper.make_node("Mul", ["x", "gamma"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 96])], inits)
+    m = weightless.seed_initializers(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), seed=2)
+    pkg, skel = tmp_path / "m.ptpk", tmp_path / "m.skel"
+    digest = package.build(m, ["opencl:generic"], pkg)
+    stats = weightless.strip(pkg, skel, m)
+    assert stats["kept"] == 0, stats
+    with zipfile.ZipFile(skel) as z:
+        assert len(json.loads(z.read(weightless.RECIPE))["row_scaled"]) == 1
+    assert weightless.restore(skel, tmp_path / "again.ptpk") == digest
+
+
 def test_zoo_models_report_geomeans_and_marks_failures():
     """The zoo report: ratios are peer time / portable time, the geomean takes the models that ran, a failed
     cell shows its status instead of a time."""

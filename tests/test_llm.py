@@ -100,6 +100,36 @@ def test_greedy_loop_compiles_per_bucket(device, exported, tmp_path, monkeypatch
     assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
 
 
+def test_session_runs_packaged_step_graphs(device, exported, tmp_path, monkeypatch):
+    """A host without MLIR: the decode step packaged ahead of time, loaded, and given to DecoderSession by
+    (capacity, chunk); the weightless graph only gives the signature. No compile, tokens equal onnxruntime's."""
+    import onnx
+
+    import portable
+    from portable import package
+    from portable.bench import weightless
+    from portable.compiler import pipeline
+    from portable.devices import devices
+    from portable.llm import session
+
+    path = exported("llama", "legacy")
+    sig_graph = weightless.without_weights(weightless.seed_initializers(onnx.load(str(path)), 0))
+    shapes = DecoderSession(path, device, buckets=(32,))._shapes(32, 1)
+    pkg = tmp_path / "step.ptpk"
+    target = next(f"{d.info.api}:{d.profile}" for d in devices()[0] if d.info.uri == device)
+    digest = package.build(session.step_graph(path), [target], pkg, input_shapes=shapes)
+    monkeypatch.setattr(pipeline, "compile_module", lambda *a, **k: pytest.fail("compiled on the run host"))
+    g = portable.load(pkg, device=device, expect_hash=digest)
+    ref_tokens, ref_logits, _, _ = run_loop(OrtDecoder(path).feed, PROMPT, 8, Sampler().picker())
+    with DecoderSession(sig_graph, device, buckets=(32,), prefill_chunks=(), graphs={(32, 1): g}) as s:
+        tokens, logits, _, _ = run_loop(s.feed, PROMPT, 8, Sampler().picker())
+        assert s.stats.compiles == 0 and s.stats.variants == [(32, 1)]
+    assert tokens == ref_tokens
+    assert max(float(np.abs(a - b).max()) for a, b in zip(logits, ref_logits)) < 1e-3
+    with pytest.raises(session.ShapeMismatch, match="capacity 64"):
+        DecoderSession(sig_graph, device, buckets=(64,), graphs={(64, 1): g}).feed([1])
+
+
 def test_sampler_top_k_top_p():
     logits = np.array([0.0, 5.0, 4.0, -3.0])
     assert Sampler().picker()(logits) == 1

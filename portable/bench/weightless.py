@@ -125,6 +125,8 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
                 by_hash[hashlib.sha256(np.ascontiguousarray(arr.T).tobytes()).hexdigest()] = \
                     [*draws[init.name], list(arr.shape)]
     entries: dict[str, list] = {}
+    scaled: dict[str, list] = {}
+    dims = {init.name: [int(d) for d in init.dims] for init in model.graph.initializer if init.name in draws}
     kept = kept_bytes = 0
     with zipfile.ZipFile(package_path) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
         for info in z.infolist():
@@ -136,11 +138,42 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
                 if hit is not None:
                     entries[info.filename] = [list(arr.shape), *hit]
                     continue
+                how = _row_scaled(arr, seed, draws, dims) if arr.dtype == np.float32 else None
+                if how is not None:
+                    scaled[info.filename] = [list(arr.shape), *how]
+                    continue
                 kept += 1
                 kept_bytes += len(data)
             w.writestr(info.filename, data)
-        w.writestr(RECIPE, json.dumps({"seed": seed, "entries": entries}))
-    return {"stripped": len(entries), "kept": kept, "kept_bytes": kept_bytes}
+        w.writestr(RECIPE, json.dumps({"seed": seed, "entries": entries, "row_scaled": scaled}))
+    return {"stripped": len(entries) + len(scaled), "kept": kept, "kept_bytes": kept_bytes}
+
+
+def _row_scaled(arr: np.ndarray, seed: int, draws: dict, dims: dict) -> list | None:
+    """A weight the compiler folded a per-row scale into (a normalization's scale times the matrix that follows
+    it): [matrix draw, its (rows, cols), scale draw] when `arr` holds draw(matrix) * draw(scale)[:, None] bit for
+    bit in some shape, else None. Each candidate is tried on its first row before the whole matrix is drawn."""
+    if arr.ndim < 2:
+        return None
+    flat = arr.reshape(-1)
+    vectors = {n: d for n, d in draws.items() if len(dims[n]) == 1}
+    for name, d in draws.items():
+        shape = dims[name]
+        if len(shape) != 2 or shape[0] * shape[1] != flat.size:
+            continue
+        rows, cols = shape
+        first = draw(seed, int(d[0]), cols, float(d[1]), float(d[2]))
+        for vname, v in vectors.items():
+            if dims[vname][0] != rows:
+                continue
+            scale0 = draw(seed, int(v[0]), 1, float(v[1]), float(v[2]))[0]
+            if not np.array_equal(first * scale0, flat[:cols]):
+                continue
+            full = draw(seed, int(d[0]), rows * cols, float(d[1]), float(d[2])).reshape(rows, cols)
+            vec = draw(seed, int(v[0]), rows, float(v[1]), float(v[2]))
+            if np.array_equal(full * vec[:, None], flat.reshape(rows, cols)):
+                return [list(d[:3]), [rows, cols], list(v[:3])]
+    return None
 
 
 def restore(skeleton: str | Path, out: str | Path) -> str:
@@ -160,6 +193,11 @@ def restore(skeleton: str | Path, out: str | Path) -> str:
         if transposed:  # drawn as the model's (rows, cols), stored transposed
             arr = np.ascontiguousarray(arr.reshape(transposed[0]).T)
         entries[name] = npy_bytes(arr.reshape(shape))
+    for name, (shape, (index, scale, offset), (rows, cols), (vindex, vscale, voffset)) in \
+            recipe.get("row_scaled", {}).items():
+        mat = draw(seed, int(index), rows * cols, float(scale), float(offset)).reshape(rows, cols)
+        vec = draw(seed, int(vindex), rows, float(vscale), float(voffset))
+        entries[name] = npy_bytes((mat * vec[:, None]).reshape(shape))
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as w:  # the order package.write gives

@@ -9,7 +9,7 @@ the cache moves once to the next one (through the host: once per bucket, not per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +47,15 @@ class DecoderSession:
     logits of the last one; the cache stays on `device` between calls. `reset()` starts a new sequence."""
 
     def __init__(self, model: Any, device: str = "vulkan:0", *, buckets: Sequence[int] = DEFAULT_BUCKETS,
-                 prefill_chunks: Sequence[int] = DEFAULT_PREFILL_CHUNKS):
+                 prefill_chunks: Sequence[int] = DEFAULT_PREFILL_CHUNKS,
+                 graphs: Mapping[tuple[int, int], Any] | None = None):
+        """`graphs`: step graphs already compiled or loaded, by (capacity, chunk), e.g. packages of
+        `step_graph(model)` opened with portable.load on a host without MLIR; a step they do not cover is compiled.
+        Their weights are the packages' own: `model` then serves only for the signature (it may hold no weights)."""
         from .. import api
 
         self.model, self.sig = with_cache_write(load(model))
+        self._given = dict(graphs or {})
         self.device = device
         self.buckets = tuple(sorted(int(b) for b in buckets))
         self.prefill_chunks = tuple(sorted({int(c) for c in prefill_chunks if int(c) > 1}))
@@ -89,6 +94,19 @@ class DecoderSession:
         if v is not None:
             return v
         shapes = self._shapes(capacity, chunk)
+        given = self._given.get((capacity, chunk))
+        if given is not None:
+            want = [tuple(x) for x in shapes]
+            have = [tuple(i.shape) for i in given.inputs]
+            if have != want:
+                raise ShapeMismatch(f"the step graph given for capacity {capacity}, chunk {chunk} takes inputs "
+                                    f"{have}; this decoder's step at that size takes {want}")
+            v = _Variant(capacity, chunk, given, given.with_state(self.sig.carry()))
+            self._variants[(capacity, chunk)] = v
+            self.stats.variants.append((capacity, chunk))
+            if self.vocab is None:
+                self.vocab = int(given.outputs[self.sig.logits].shape[-1])
+            return v
         if self._root is None:
             graph = self._api.compile(self.model, device=self.device, input_shapes=shapes)
             self._root = graph
@@ -231,6 +249,12 @@ class _Shape:
 
     def __init__(self, shape: tuple[int, ...]):
         self.shape = tuple(shape)
+
+
+def step_graph(model: Any) -> Any:
+    """The step graph a session compiles (onnx.ModelProto), for building packages of it ahead of time: compile it
+    for `DecoderSession._shapes(capacity, chunk)` and pass the loaded packages as `graphs=`."""
+    return with_cache_write(load(model))[0]
 
 
 def signature(model: Any) -> DecoderSignature:

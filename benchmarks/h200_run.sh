@@ -1,0 +1,29 @@
+# GPU host side of benchmarks/h200_models.py and benchmarks/h200_llm.py, run from the repository root there with
+# .gl (Vulkan/OpenCL loader and GLVND .debs), .whl (vulkan, cffi, pycparser, pyopencl, pytools, platformdirs,
+# siphash24 wheels for Python 3.12) and .h200w carried. .h200w holds code/ (portable/, devices/, benchmarks/ of the
+# tree to measure), m/ (the export folder of h200_models.py less its .ptpk and .onnx files) and l/ (h200_llm.py's,
+# less llm.onnx and the .ptpk). Switches: CV=1 (whole models; MODELS, ITERS, CV_S), LLM=1 (decode; NEW, LLM_S),
+# PROF="bert_base-b8 resnet50-b8" (portable profile of those restored packages until DEADLINE s). Everything lands in
+# $OUT/r and $OUT/r.tgz.
+#   CV=1 LLM=1 PROF="bert_base-b8 resnet50-b8" bash .h200w/h200_run.sh
+cd "$(dirname "$0")/.."  # the repository root: the script travels as .h200w/h200_run.sh
+for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+W=$PWD/.h200w
+export PYTHONPATH=$W/code:/tmp/site PYTHONUNBUFFERED=1
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+mkdir -p /tmp/icd; echo /usr/lib/libnvidia-opencl.so > /tmp/icd/nvidia.icd
+[ -e /usr/lib/libnvidia-opencl.so ] || echo $(ls /usr/local/nvidia/lib64/libnvidia-opencl.so* | head -1) > /tmp/icd/nvidia.icd
+export OCL_ICD_VENDORS=/tmp/icd
+R=$OUT/r; mkdir -p $R
+pack() { (cd $OUT && tar czf r.tgz r); }
+trap pack EXIT
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c "import portable,sys; print(portable.__file__)"; python3 -m portable devices; } 2>&1 | tee $R/env.txt
+[ -n "$CV" ] && timeout ${CV_S:-330} python3 $W/code/benchmarks/h200_models.py run $W/m --models ${MODELS:-resnet50,mobilenet_v3_large,bert_base} --iters ${ITERS:-20} --keep --out $R/h200_models.json 2>&1 | tee $R/models.log
+[ -n "$LLM" ] && timeout ${LLM_S:-300} python3 $W/code/benchmarks/h200_llm.py run $W/l --new ${NEW:-64} --out $R/h200_llm.json 2>&1 | tee $R/llm.log
+for k in $PROF; do for api in vulkan opencl; do
+  [ -e $W/m/$k.ptpk ] || continue
+  left=$((${DEADLINE:-540} - SECONDS)); [ $left -gt 20 ] || continue
+  timeout $(( left < 50 ? left : 50 )) python3 -m portable profile $W/m/$k.ptpk --device $api:0 --runs 5 --sources $W/m/$k.$api.sources.json --json $R/$k-$api.profile.json --top 15 2>&1 | tee $R/$k-$api.profile.txt
+done; done
+true
