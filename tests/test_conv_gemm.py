@@ -127,11 +127,12 @@ def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]
 
 
 @pytest.mark.parametrize("hw,k,transposed", [(7, 3, True), (7, 1, True), (14, 3, True), (14, 1, False), (8, 3, False),
-                                             (4, 1, False)])
+                                             (4, 1, False), (1, 1, False), (3, 3, False)])
 def test_ragged_pixels_multiply_transposed(hw, k, transposed):
     """conv_pixel_multiple 16: OH*OW = 49 or 196 (a ragged vector count) multiplies (OH*OW, K) x (K, F), the filter
     transposed at compile time; 64 and 16 pixels keep (F, K) x (K, OH*OW), and so does a 1x1 convolution over 196
-    pixels (4-wide vectors fit; the transposed form would copy its input); without the key, every shape does."""
+    pixels (4-wide vectors fit; the transposed form would copy its input), and so do fewer pixels than the multiple
+    (squeeze-and-excitation's one-pixel 1x1 convolutions); without the key, every shape does."""
     model, _, _ = conv_model(1, 8, hw, hw, 32, k, pad=k // 2)
     p, kk = hw * hw, 8 * k * k
     want = [([p, kk], [kk, 32])] if transposed else [([32, kk], [kk, p])]

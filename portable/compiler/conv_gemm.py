@@ -317,7 +317,10 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     p = oh * ow
     # A 1x1 stride-1 convolution has no gather to reorder: the transposed form adds a copy of its input, paid
     # back only where the pixels do not fill even 4-wide vectors (MobileNetV2's 14x14 1x1 layers: 0.20 -> 0.29 ms).
-    if pixel_multiple and p % pixel_multiple and (not direct_view or p % 4) and not kept and nb == 1 and \
+    # Fewer pixels than a vector (squeeze-and-excitation's 1x1 convolutions over one pixel) keep the plain form: the
+    # transposed one adds two kernels to a matrix-vector product (EfficientNet-B0: 64 more dispatches).
+    if pixel_multiple and p >= pixel_multiple and p % pixel_multiple and (not direct_view or p % 4) and not kept and \
+            nb == 1 and \
             c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem):
         return True
