@@ -94,6 +94,7 @@ class Codegen(Section):
     fill_threads: int | None = None
     min_workgroups: int | None = None
     im2col_max_bytes: int | None = None
+    conv_pixel_multiple: int | None = None
     max_loop_iterations: int | None = None
     max_vector_width: int | None = None
     max_bind_bytes: int | None = None

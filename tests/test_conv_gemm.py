@@ -106,15 +106,54 @@ CASES = {
 def test_nchw_conv_implicit_gemm(device, case):
     (n, c, h, w, f, k, s, p, d, g, b), kernels = CASES[case]
     model, feeds, ref = conv_model(n, c, h, w, f, k, s, p, d, g, b, relu=True)
-    (out,), count = _run(model, feeds, device)
+    (out,), count = _run(model, feeds, device, conv_pixel_multiple=0)  # the plain form (transposed: below)
     _check(out, ref)
     assert count == kernels, f"{case}: {count} kernels, want {kernels} (the bias and ReLU fused into the matmul)"
+
+
+def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]]]:
+    """The (A shape, B shape) of each matmul that convs_to_matmul makes of `model`'s convolutions."""
+    from portable.compiler import conv_gemm
+    from portable.compiler.pipeline import PREPROCESS, public_func
+    from portable.ir.mlir import ir, passmanager
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(onnx_to_mlir(model))
+        passmanager.PassManager.parse(PREPROCESS).run(module.operation)
+        fn = public_func(module)
+        conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple)
+        return [(list(ir.RankedTensorType(op.operands[0].type).shape), list(ir.RankedTensorType(op.operands[1].type).shape))
+                for op in fn.regions[0].blocks[0].operations if op.name == "linalg.matmul"]
+
+
+@pytest.mark.parametrize("hw,k,transposed", [(7, 3, True), (7, 1, True), (14, 3, True), (14, 1, False), (8, 3, False),
+                                             (4, 1, False), (1, 1, False), (3, 3, False)])
+def test_ragged_pixels_multiply_transposed(hw, k, transposed):
+    """conv_pixel_multiple 16: OH*OW = 49 or 196 (a ragged vector count) multiplies (OH*OW, K) x (K, F), the filter
+    transposed at compile time; 64 and 16 pixels keep (F, K) x (K, OH*OW), and so does a 1x1 convolution over 196
+    pixels (4-wide vectors fit; the transposed form would copy its input), and so do fewer pixels than the multiple
+    (squeeze-and-excitation's one-pixel 1x1 convolutions); without the key, every shape does."""
+    model, _, _ = conv_model(1, 8, hw, hw, 32, k, pad=k // 2)
+    p, kk = hw * hw, 8 * k * k
+    want = [([p, kk], [kk, 32])] if transposed else [([32, kk], [kk, p])]
+    assert _conv_matmuls(model, 16) == want
+    assert _conv_matmuls(model, 0) == [([32, kk], [kk, p])]
+
+
+@pytest.mark.parametrize("k,stride,residual", [(3, 1, True), (1, 1, False), (3, 2, False), (1, 2, True)])
+def test_transposed_form_values(device, k, stride, residual):
+    """The transposed form, with bias, ReLU and a residual add, against the reference: the patch gather, the matmul
+    and the transpose back with the epilogue."""
+    model, feeds, ref = conv_model(1, 16, 7 * stride, 7 * stride, 24, k, stride=stride, pad=k // 2, residual=residual)
+    (out,), count = _run(model, feeds, device, conv_pixel_multiple=16)
+    _check(out, ref)
+    assert count == 3
 
 
 def test_residual_epilogue_fused(device):
     """Conv + bias + ReLU + residual add: the gather and one matmul kernel with the whole epilogue."""
     model, feeds, ref = conv_model(1, 8, 9, 9, 8, 3, pad=1, residual=True)
-    (out,), count = _run(model, feeds, device)
+    (out,), count = _run(model, feeds, device, conv_pixel_multiple=0)
     _check(out, ref)
     assert count == 2
 
@@ -133,7 +172,7 @@ def test_relu_between_convs_fuses_into_first(device):
                               [numpy_helper.from_array(v, k) for k, v in (("w1", w1), ("b1", b1), ("w2", w2))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     ref = conv_ref(np.maximum(conv_ref(x, w1, b1, 1, 1, 1, 1), 0), w2, None, 1, 0, 1, 1)
-    (out,), count = _run(model, [x], device)
+    (out,), count = _run(model, [x], device, conv_pixel_multiple=0)
     _check(out, ref)
     assert count == 3  # gather, matmul + bias + ReLU, 1x1 matmul
 
@@ -165,11 +204,11 @@ def test_direct_fallback(device, limit):
     """No im2col on the profile (0), or a patch matrix over its limit: the direct convolution, same answer; a
     1x1 stride-1 convolution needs no patch matrix and stays a matmul under any nonzero limit."""
     model, feeds, ref = conv_model(1, 8, 10, 10, 16, 3, pad=1)
-    (out,), count = _run(model, feeds, device, im2col_max_bytes=limit)
+    (out,), count = _run(model, feeds, device, im2col_max_bytes=limit, conv_pixel_multiple=0)
     _check(out, ref)
     assert count == 2  # pad + direct conv
     model, feeds, ref = conv_model(1, 16, 6, 6, 8, 1)
-    (out,), count = _run(model, feeds, device, im2col_max_bytes=limit)
+    (out,), count = _run(model, feeds, device, im2col_max_bytes=limit, conv_pixel_multiple=0)
     _check(out, ref)
     assert count == 1
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ..ir.mlir import arith, ir, linalg, tensor
 from ..ir.util import reassociation_attr, reassociation_groups
 from .gathers import clamped, gather_generic, index_const, zero_pad_source
 from .generics import broadcast_constant, rebuild_generic
+from .horizontal import dense_constant
 from .linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 
 
@@ -272,11 +275,20 @@ def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tup
     return nb, sh, sw, dh, dw
 
 
-def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
+def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0) -> bool:
     """linalg.conv_2d_nchw_fchw (and conv_2d_ngchw_gfchw) -> per image and group, W as an (F, C*KH*KW) matrix
     times patches as a (C*KH*KW, OH*OW) matrix: a plain matmul for one image and group, a batched one otherwise.
     A 1x1 stride-1 unpadded convolution multiplies the input viewed as (C, H*W) with no gather. Skipped (False)
-    when a patch matrix is needed and would exceed `max_bytes`."""
+    when a patch matrix is needed and would exceed `max_bytes`.
+
+    Transposed form (one image and group, constant weights, OH*OW not a multiple of `pixel_multiple`): patches
+    gathered as (OH*OW, C*KH*KW) times the filter transposed at compile time to (C*KH*KW, F), then the (OH*OW, F)
+    product transposed back to (F, OH*OW). The register-blocked matmul vectorizes its columns: in the plain form
+    those are the pixels, and a ragged count (7x7 = 49 at the end of ResNet and MobileNet) left one pixel per
+    thread with scalar strided patch reads; here the columns are the filters (a multiple of 8 in every zoo CV
+    network). The extra transpose and the patch copy of a 1x1 convolution move OH*OW*F and OH*OW*C elements,
+    small next to the K-long reductions they save; a 1x1 stride-1 convolution whose pixels fill 4-wide vectors
+    keeps the plain form, which needs no copy at all."""
     params = _nchw_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
     if elem is None:
@@ -303,6 +315,15 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
             pending = []
     groups += [pending + [nb], [nb + 1, nb + 2]]
     p = oh * ow
+    # A 1x1 stride-1 convolution has no gather to reorder: the transposed form adds a copy of its input, paid
+    # back only where the pixels do not fill even 4-wide vectors (MobileNetV2's 14x14 1x1 layers: 0.20 -> 0.29 ms).
+    # Fewer pixels than a vector (squeeze-and-excitation's 1x1 convolutions over one pixel) keep the plain form: the
+    # transposed one adds two kernels to a matrix-vector product (EfficientNet-B0: 64 more dispatches).
+    if pixel_multiple and p >= pixel_multiple and p % pixel_multiple and (not direct_view or p % 4) and not kept and \
+            nb == 1 and \
+            c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
+            _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem):
+        return True
     with ir.InsertionPoint(conv), conv.location:
         if direct_view:
             patches = _collapse(src, groups[:-2] + [pending + [nb], [nb + 1, nb + 2]])
@@ -342,6 +363,42 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
         else:
             mm = _batched_matmul(wmat, patches, acc, len(kept), g_kept)
     _finish(conv, mm, groups, rest)
+    return True
+
+
+def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value,
+                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type) -> bool:
+    """nchw_conv_to_matmul's transposed form for one image and group; False (nothing changed) unless the
+    weights are a constant."""
+    wv = dense_constant(w)
+    if wv is None:
+        return False
+    f, c, kh, kw, oh, ow, h, wd = dims
+    sh, sw, dh, dw = strides
+    p, k = oh * ow, c * kh * kw
+    masked = any(low) or h < (oh - 1) * sh + (kh - 1) * dh + 1 or wd < (ow - 1) * sw + (kw - 1) * dw + 1
+    with ir.InsertionPoint(conv), conv.location:
+        placeholder = tensor.EmptyOp([oh, ow, c, kh, kw], elem)
+
+    def body(ix):
+        boh, bow, bc, bkh, bkw = ix
+        ok_h, hh = clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
+        ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
+        v = tensor.ExtractOp(src, [index_const(0), bc, hh, ww]).result
+        if masked:
+            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
+        return v
+
+    cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([oh, ow, c, kh, kw], elem), body)
+    with ir.InsertionPoint(conv), conv.location:
+        patches = _collapse(cols, [[0, 1], [2, 3, 4]])
+        wt_type = ir.RankedTensorType.get([k, f], elem)
+        wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(
+            np.ascontiguousarray(wv.reshape(f, k).T), type=wt_type)).result
+        acc, rest = _fill(init, [p, f], elem)
+        mm = linalg.matmul(patches, wt, outs=[acc])
+        back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
+    _finish(conv, back, groups, rest)
     return True
 
 
@@ -463,9 +520,11 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
         expand = back.operation
 
 
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
-    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes."""
+    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
+    `pixel_multiple` (the profile's conv_pixel_multiple): an NCHW convolution with constant weights whose output
+    pixels per channel are not a multiple of it multiplies in the transposed form (see nchw_conv_to_matmul)."""
     # Convolutions found first: rewriting one erases ops (its init, its consumers) that a live walk would visit.
     convs = []
     for op in func_op.regions[0].blocks[0].operations:
@@ -483,7 +542,7 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int) -> None:
                 if isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.expand_shape":
                     sink_expand(v.owner.operation)
                     break
-        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes)
+        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \

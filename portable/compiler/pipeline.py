@@ -227,7 +227,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         if unfuse.unfuse_reductions(public_func(module)):
             _run(module, "builtin.module(canonicalize,cse)", "unfuse-reductions", dump)
         if profile.get("im2col_max_bytes", 0):
-            conv_gemm.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]))
+            conv_gemm.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]),
+                                      int(profile.get("conv_pixel_multiple") or 0))
         rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
                        recompute=bool(profile.get("reduction_threads")))
         arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))
