@@ -180,6 +180,28 @@ class Options(Codegen):
     def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
 
+    def given(self) -> dict[str, Any]:
+        """The options set (not None), as plain values: the cache key and `bench aot`'s record read them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    # A read-only mapping view for callers outside the compiler (tests, benchmarks, conformance) that look a knob
+    # up by name or override some with `dict(options, key=value)`; the compiler itself reads the fields.
+    def keys(self) -> list[str]:
+        return list(self.given())
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self.given().items())
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in _hints(Options) else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, None) if key in _hints(Options) else None
+        return default if value is None else value
+
 
 @dataclass(frozen=True)
 class Packaging(Section):
@@ -369,8 +391,8 @@ def match(info: DeviceInfo) -> Profile:
     return best if best is not None else all_profiles()["generic"]
 
 
-def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
-    """Flat dict the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
+def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> Options:
+    """The typed options the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
     opts = profile.codegen.given()
     opts["name"] = profile.name
     limits = profile.limits.given()
@@ -451,4 +473,4 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
         if info.api == "opencl":
             opts["opencl_subgroups"] = bool(opts.get("opencl_subgroups")) and bool(
                 {"cl_khr_subgroups", "cl_intel_subgroups"} & set(info.limits.get("extensions") or ()))
-    return opts
+    return Options.of(opts)

@@ -28,7 +28,7 @@ def _generics_after(g: portable.Graph, profile: dict) -> tuple[int, list[str]]:
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(g.to_mlir())
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
-        done = split_k.unfuse_producers(public_func(module), profile)
+        done = split_k.unfuse_producers(public_func(module), portable.profiles.Options.of(profile))
         bodies = [str(op) for op in public_func(module).regions[0].blocks[0].operations
                   if op.name == "linalg.generic"]
     return done, bodies

@@ -19,10 +19,15 @@ from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
 from portable.errors import UnsupportedOp
 
+
+def _tiles(opts, *shape):
+    return coop_matrix.tiles(profiles.Options.of(opts), *shape)
+
+
 # The profile's large tiles at every shape here (coop_small_tiles off; the choice: test_coop_matrix.py).
 NVIDIA = dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]), coop_small_tiles=())
 UNSTAGED = dict(NVIDIA, coop_stage_k=0)
-(WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
+(WG_M, WG_N), (SG_M, SG_N) = _tiles(NVIDIA)
 COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)
 FRAGMENTS = (SG_M // 16) * (SG_N // 16)  # accumulators per subgroup
 

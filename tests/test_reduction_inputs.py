@@ -134,7 +134,7 @@ def test_matmuls_keep_plain_operands():
         for text, fused in ((PRODUCT, 0), (SCORES, 1)):
             module = ir.Module.parse(text)
             func = module.body.operations[0]
-            assert fuse_into_reductions(func, {"reduction_threads": 64}) == fused
+            assert fuse_into_reductions(func, profiles.Options(reduction_threads=64)) == fused
             assert module.operation.verify()
 
 
@@ -175,7 +175,7 @@ def test_a_producer_read_by_extract_stays_when_it_would_leave_a_loop_unbound():
 
     with ir.Context():
         module = ir.Module.parse(REVERSED_MAX)
-        assert fuse_into_reductions(module.body.operations[0], {"reduction_threads": 64}) == 0
+        assert fuse_into_reductions(module.body.operations[0], profiles.Options(reduction_threads=64)) == 0
         assert module.operation.verify()
     exe = compile_module(REVERSED_MAX, profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
     assert len(exe.dispatches) >= 1

@@ -31,6 +31,7 @@ read along the output's loops in order (a residual, a row or column broadcast), 
 from __future__ import annotations
 
 from ..ir.mlir import ir
+from ..profiles import Options
 from .dispatch import narrows
 from .linalg_info import classify, dims_in_order, indexing_maps, is_identity, iterator_types, num_inputs
 
@@ -45,19 +46,19 @@ EPILOGUE_VEC = 4  # columns per piece of a fused epilogue: the widest vector SPI
 EPILOGUE = "portable.coop_epilogue"  # marks the thread forall of a fused epilogue (transform_script.build)
 
 
-def tiles(profile: dict, shape: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+def tiles(o: Options, shape: tuple[int, int] | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """(workgroup tile, subgroup tile) in outputs (m, n) for this profile and, given, a matmul of `shape` (m, n):
     the profile's tiles, or its `coop_small_tiles` (workgroup m, n, subgroup m, n) where those divide the shape and
     the large ones do not, or give fewer workgroups than `coop_small_tiles_below` (a 1024^2 product is 64
     workgroups of 128x128: half of an H200's SMs idle)."""
-    big = _checked(profile.get("coop_workgroup_tile", WG_TILE), profile.get("coop_subgroup_tile", SG_TILE))
-    small = profile.get("coop_small_tiles")
+    big = _checked(o.coop_workgroup_tile or WG_TILE, o.coop_subgroup_tile or SG_TILE)
+    small = o.coop_small_tiles
     if shape is None or not small:
         return big
     m, n = shape
     (wm, wn), _ = big
     if m % wm == 0 and n % wn == 0 and \
-            (m // wm) * (n // wn) >= int(profile.get("coop_small_tiles_below", 0) or 0):
+            (m // wm) * (n // wn) >= (o.coop_small_tiles_below or 0):
         return big
     alt = _checked(small[:2], small[2:])
     return alt if m % alt[0][0] == 0 and n % alt[0][1] == 0 else big
@@ -80,12 +81,11 @@ def shape_name(acc: str) -> str:
     return f"{MMA}x{MMA}x{MMA} f16*f16+{acc}->{acc}"
 
 
-def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
+def eligible(group, o: Options, targets: tuple[str, ...]) -> bool:
     """Whether `group` (dispatch.Group) runs on cooperative matrices for this profile and these targets."""
-    if getattr(group, "chain", None) or not _target_has_matrices(profile, targets):
+    if getattr(group, "chain", None) or not _target_has_matrices(o, targets):
         return False
-    if int(profile.get("subgroup_size", 0) or 0) not in (0, SUBGROUP) and SUBGROUP not in profile.get("subgroup_sizes",
-                                                                                                      ()):
+    if (o.subgroup_size or 0) not in (0, SUBGROUP) and SUBGROUP not in (o.subgroup_sizes or ()):
         return False
     op = group.root
     if op.name != "linalg.generic" or num_inputs(op) != 2 or len(op.results) != 1:
@@ -98,7 +98,7 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
     a, b, c = (ir.RankedTensorType(v.type) for v in op.operands)
     if str(a.element_type) != "f16" or str(b.element_type) != "f16" or str(c.element_type) not in ("f16", "f32"):
         return False
-    if shape_name(str(c.element_type)) not in profile.get("cooperative_matrix_shapes", ()):
+    if shape_name(str(c.element_type)) not in (o.cooperative_matrix_shapes or ()):
         return False
     body = [o.name for o in op.regions[0].blocks[0].operations]
     if [n for n in body if n != "arith.extf"] != ["arith.mulf", "arith.addf", "linalg.yield"]:
@@ -107,16 +107,16 @@ def eligible(group, profile: dict, targets: tuple[str, ...]) -> bool:
         return False
     m, k = a.shape
     n = b.shape[1]
-    (wm, wn), sg = tiles(profile, (m, n))
+    (wm, wn), sg = tiles(o, (m, n))
     if group.consumers and (not _epilogue_ok(group, (m, n)) or epilogue_threads((wm, wn), sg) is None):
         return False
     return m % wm == 0 and n % wn == 0 and k % MMA == 0
 
 
-def group_tiles(group, profile: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+def group_tiles(group, o: Options) -> tuple[tuple[int, int], tuple[int, int]]:
     """`tiles` for the matmul an eligible group computes."""
     m, n, _ = classify(group.root).ranges
-    return tiles(profile, (m, n))
+    return tiles(o, (m, n))
 
 
 def _epilogue_ok(group, shape: tuple[int, int]) -> bool:
@@ -162,10 +162,10 @@ def epilogue_threads(wg_tile: tuple[int, int], sg_tile: tuple[int, int]) -> tupl
     return ty, tx
 
 
-def _target_has_matrices(profile: dict, targets: tuple[str, ...]) -> bool:
+def _target_has_matrices(o: Options, targets: tuple[str, ...]) -> bool:
     """One target per executable (the other keeps FMA): SPIR-V's cooperative matrices on Vulkan; on OpenCL,
     the same fragments spelled as inline PTX `wmma` where the device's OpenCL C takes it (profile opencl_asm)."""
-    return tuple(targets) == ("vulkan",) or (tuple(targets) == ("opencl",) and profile.get("opencl_asm") == "ptx")
+    return tuple(targets) == ("vulkan",) or (tuple(targets) == ("opencl",) and o.opencl_asm == "ptx")
 
 
 def _is_fill(op: ir.Operation) -> bool:

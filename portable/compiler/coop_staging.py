@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir.mlir import arith, gpu, ir, memref, passmanager
 from ..ir.util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
+from ..profiles import Options
 from . import coop_matrix, promotion
 from .loop_registers import carry_in_registers, defined_outside
 from .promotion import clone_with, index_slice
@@ -48,12 +49,12 @@ def applies(g) -> bool:
     return len(g.producers) == 1
 
 
-def stage_k(profile: dict, k: int, tiles: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, int]:
+def stage_k(o: Options, k: int, tiles: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, int]:
     """(K step, workgroup buffers per operand) of the staged form for this profile and a matmul of depth k; a K
     step of 0 = not staged (no `coop_stage_k`, k not a multiple of it, or the padded tiles do not fit the
     workgroup memory) with these (workgroup, subgroup) `tiles`. `coop_stage_buffers` = 2 double-buffers the tiles
     where both copies fit."""
-    kt = int(profile.get("coop_stage_k", 0) or 0)
+    kt = o.coop_stage_k or 0
     if not kt or kt % coop_matrix.MMA or k % kt:
         return 0, 1
     (wm, wn), (sm, sn) = tiles
@@ -63,8 +64,8 @@ def stage_k(profile: dict, k: int, tiles: tuple[tuple[int, int], tuple[int, int]
         if cols % VEC or rows % cy:
             return 0, 1
     staged = 2 * (wm * (kt + PAD) + kt * (wn + PAD))  # f16 bytes of both padded tiles
-    limit = int(profile.get("shared_memory_bytes", SHARED_BYTES))
-    for nbuf in (int(profile.get("coop_stage_buffers", 1) or 1), 1):
+    limit = SHARED_BYTES if o.shared_memory_bytes is None else o.shared_memory_bytes
+    for nbuf in (o.coop_stage_buffers or 1, 1):
         if nbuf in (1, 2) and nbuf * staged <= limit:
             return kt, nbuf
     return 0, 1
@@ -245,16 +246,14 @@ def _drop_leading_barriers(loop: ir.Operation) -> None:
 
 
 # ---- on the Vulkan kernel's own copy (pipeline._codegen) --------------------------------------------------------
-def wide_copies(asm: str) -> str:
-    """The text of a gpu.module whose staged K loops copy 16 bytes per access: the f16 operand buffers and the
-    workgroup tiles become arrays of vector<4xi32> (SPIR-V's logical addressing cannot load a vector from a
-    half array: each 8-element transfer would be 8 loads and 8 stores), the fragment loads read the same bytes
-    with strides in 16-byte units; then the next step's global reads are issued before this step's math
-    (promotion._prefetch). Kernels without a staged loop come back unchanged."""
-    if STAGED_K not in asm:
-        return asm
-    module = ir.Module.parse("module attributes {gpu.container_module} {\n" + asm + "\n}")
-    for fn in find_ops(module.operation, ("gpu.func",), lambda op: STAGED_K in op.attributes):
+def wide_copies(module: ir.Module) -> bool:
+    """A kernel's own copy (`module`: one gpu.module) whose staged K loops copy 16 bytes per access, in place: the
+    f16 operand buffers and the workgroup tiles become arrays of vector<4xi32> (SPIR-V's logical addressing cannot
+    load a vector from a half array: each 8-element transfer would be 8 loads and 8 stores), the fragment loads
+    read the same bytes with strides in 16-byte units; then the next step's global reads are issued before this
+    step's math (promotion._prefetch). Whether it had a staged loop (kernels without one are left alone)."""
+    staged = find_ops(module.operation, ("gpu.func",), lambda op: STAGED_K in op.attributes)
+    for fn in staged:
         buffers = ir.IntegerAttr(fn.attributes[STAGED_K]).value
         del fn.attributes[STAGED_K]
         # The staged loops: those whose body has barriers (the fragment loops inside have none).
@@ -273,8 +272,7 @@ def wide_copies(asm: str) -> str:
                 _double_buffer(loop, tiles)
             else:
                 promotion.prefetch(loop)
-    gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
-    return str(gm)
+    return bool(staged)
 
 
 def _copy_pairs(tile: ir.Value) -> list | None:

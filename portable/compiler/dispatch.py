@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UnsupportedOp
 from ..ir.mlir import ir
+from ..profiles import Options
 from . import locations, tiles
 from .generics import rebuild_generic
 from .horizontal import VIEW
@@ -119,19 +120,19 @@ def _own_empty_init(op: ir.Operation) -> None:
     op.operation.replace_uses_of_with(init, clone.results[0])
 
 
-def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool] | None:
+def _row_chain_fits(o: Options | None) -> Callable[[list[ir.Operation]], bool] | None:
     """Which row chains (row_chains.py) this profile runs as one kernel; None: none. CPU profiles run a row per
     thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
     over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
     `row_fusion_shared_bytes`, with rows long enough to share (tiles.row_threads) and a grid the device takes.
     Rows that do not fit are computed again where they are read (row_chains.recompute)."""
-    if not profile:
+    if o is None:
         return None
-    t = int(profile.get("reduction_threads", 0))
+    t = o.reduction_threads or 0
     if not t:
-        budget = int(profile.get("row_fusion_private_bytes", 0))
-        limit = int(profile.get("max_loop_iterations", 0))
-        width = int(profile.get("loop_vectorize", 0)) or 1
+        budget = o.row_fusion_private_bytes or 0
+        limit = o.max_loop_iterations or 0
+        width = o.loop_vectorize or 1
 
         def fits_private(chain: list[ir.Operation]) -> bool:
             # A thread walks its row once per op, `loop_vectorize` columns a step where they divide the row (else
@@ -143,10 +144,10 @@ def _row_chain_fits(profile: dict | None) -> Callable[[list[ir.Operation]], bool
             return private_bytes(chain) <= budget and (not limit or passes <= limit - limit // 8)
 
         return fits_private if budget else None
-    shared = int(profile.get("row_fusion_shared_bytes", 0))
+    shared = o.row_fusion_shared_bytes or 0
     if not shared:
         return None
-    max_count = list(profile.get("max_workgroup_count", (65535, 65535, 65535)))
+    max_count = list(o.max_workgroup_count or (65535, 65535, 65535))
 
     def fits(chain: list[ir.Operation]) -> bool:
         ranges = classify(chain[-1]).ranges
@@ -178,7 +179,7 @@ def narrows(consumer: ir.Operation, operand_index: int) -> bool:
         uses[0].results[0].type == out and init is not None and init.name == "tensor.empty"
 
 
-def form_groups(func_op: ir.Operation, profile: dict | None = None,
+def form_groups(func_op: ir.Operation, options: Options | None = None,
                 narrowing: Callable[[Group], bool] | None = None) -> list[Group]:
     """Partition the body of `func_op` (generalized linalg on tensors) into dispatch groups and tag them.
     `narrowing(group)`: whether a group whose one consumer rounds its product to a narrower type (`narrows`) is
@@ -189,8 +190,9 @@ def form_groups(func_op: ir.Operation, profile: dict | None = None,
     group_of_result: dict[str, Group] = {}  # result name -> group whose last op produced it
     # Row chains, found before any op is rewritten; ops are compared by identity (their hash follows their
     # contents, which fusing fills changes).
-    fits = _row_chain_fits(profile)
-    chains = find_chains(func_op, fits, single=bool(profile and profile.get("reduction_threads"))) if fits else []
+    o = None if options is None else Options.of(options)
+    fits = _row_chain_fits(o)
+    chains = find_chains(func_op, fits, single=bool(o and o.reduction_threads)) if fits else []
     chain_group: dict[int, Group] = {}
 
     def key(v: ir.Value) -> str:

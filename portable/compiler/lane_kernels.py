@@ -20,9 +20,8 @@ subgroup_rows' rows), whichever keys are on.
 
 from __future__ import annotations
 
-import re
-
 from ..ir.mlir import ir, passmanager
+from ..profiles import Options
 from .gelu_form import gelu_as_sigmoid
 from .loop_vectorize import vectorize_loops
 from .private_rows import recompute_private_rows
@@ -32,46 +31,62 @@ from .subgroup_reads import share_subgroup_reads
 from .subgroup_rows import split_rows
 from .wide_buffers import widen_buffers
 
-_ARITH_2D = re.compile(r"= (?:arith|math)\.\w+ [^\n]*: vector<\d+x\d+x")
 # 2-d register tiles are accessed row by row (as the SPIR-V lowering does first anyway).
 _UNROLL = "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=1},canonicalize))"
 
 
-def rewrite(text: str, profile: dict) -> str:
-    """`text` (one gpu.module) with the rewrites `profile` asks for; unchanged text when none applies."""
-    lanes = int(profile.get("subgroup_shared_reads", 0))
-    keys = ("wide_buffers", "loop_vectorize", "gelu_as_sigmoid", "recompute_private_rows",
-            "subgroup_rows")
+def has_2d_arith(root: ir.Operation) -> bool:
+    """Whether an arith or math op of `root` computes on (or from) a vector of two or more dimensions."""
+    def on_2d(op: ir.Operation) -> bool:
+        if not len(op.results) or op.name.split(".")[0] not in ("arith", "math"):
+            return False
+        types = [v.type for v in op.results] + [v.type for v in op.operands]
+        return any(isinstance(t, ir.VectorType) and ir.VectorType(t).rank >= 2 for t in types)
+
+    found = []
+
+    def visit(op):
+        if on_2d(op):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return bool(found)
+
+
+def rewrite(module: ir.Module, o: Options) -> bool:
+    """The rewrites `o` asks for on `module` (one gpu.module, the Vulkan target's own copy), in place; whether
+    any changed it."""
+    def gpu_module() -> ir.Operation:
+        return next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
+
+    lanes = o.subgroup_shared_reads or 0
+    on = (o.wide_buffers, o.loop_vectorize, o.gelu_as_sigmoid, o.recompute_private_rows, o.subgroup_rows)
     # 2-d elementwise tiles come from elementwise_rows_per_thread, and on any device from grids past its workgroup
     # count (strategy.choose gives each thread several rows): SPIR-V has no arithmetic on 2-d vectors.
-    rows = int(profile.get("elementwise_rows_per_thread", 1)) > 1 or _ARITH_2D.search(text) is not None
-    if not (lanes or rows or any(profile.get(k) for k in keys)):
-        return text
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse("module attributes {gpu.container_module} {\n" + text + "\n}")
-
-        def gpu_module() -> ir.Operation:
-            return next(op for op in module.body.operations if op.operation.name == "gpu.module").operation
-
-        changed = False
-        if rows:
-            changed |= unroll_rows(gpu_module())
-        if profile.get("gelu_as_sigmoid"):
-            changed |= gelu_as_sigmoid(gpu_module())
-        if profile.get("recompute_private_rows"):
-            changed |= recompute_private_rows(gpu_module())
-        if int(profile.get("loop_vectorize", 0)) > 1:
-            changed |= vectorize_loops(gpu_module(), int(profile["loop_vectorize"]))
-        if profile.get("subgroup_rows"):
-            changed |= split_rows(module, gpu_module, int(profile["subgroup_rows"]),
-                                  int(profile.get("subgroup_row_columns", 1024)))
-        if lanes:
-            changed |= share_subgroup_reads(gpu_module(), lanes)
-        caps = profile.get("spirv_caps", ())
-        if profile.get("wide_buffers") and "Int64" in caps:  # the wide elements are 64-bit integers
-            passmanager.PassManager.parse(_UNROLL).run(module.operation)
-            narrow = tuple(t for t, cap in (("f16", "Float16"), ("i16", "Int16")) if cap in caps)
-            changed |= widen_buffers(gpu_module(), stores=not profile.get("texel_reads"), narrow=narrow)
-        # Elementwise tiles of 8 and subgroup_rows' rows leave 8-element vectors, wider than SPIR-V's vec4.
-        changed |= split_wide_vectors(gpu_module())
-        return str(gpu_module()) if changed else text
+    rows = (o.elementwise_rows_per_thread or 1) > 1 or has_2d_arith(gpu_module())
+    if not (lanes or rows or any(on)):
+        return False
+    changed = False
+    if rows:
+        changed |= unroll_rows(gpu_module())
+    if o.gelu_as_sigmoid:
+        changed |= gelu_as_sigmoid(gpu_module())
+    if o.recompute_private_rows:
+        changed |= recompute_private_rows(gpu_module())
+    if (o.loop_vectorize or 0) > 1:
+        changed |= vectorize_loops(gpu_module(), o.loop_vectorize)
+    if o.subgroup_rows:
+        changed |= split_rows(module, gpu_module, o.subgroup_rows,
+                              1024 if o.subgroup_row_columns is None else o.subgroup_row_columns)
+    if lanes:
+        changed |= share_subgroup_reads(gpu_module(), lanes)
+    caps = o.spirv_caps or ()
+    if o.wide_buffers and "Int64" in caps:  # the wide elements are 64-bit integers
+        passmanager.PassManager.parse(_UNROLL).run(module.operation)
+        narrow = tuple(t for t, cap in (("f16", "Float16"), ("i16", "Int16")) if cap in caps)
+        changed |= widen_buffers(gpu_module(), stores=not o.texel_reads, narrow=narrow)
+    # Elementwise tiles of 8 and subgroup_rows' rows leave 8-element vectors, wider than SPIR-V's vec4.
+    changed |= split_wide_vectors(gpu_module())
+    return changed

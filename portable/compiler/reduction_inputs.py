@@ -25,6 +25,7 @@ import math
 
 from ..ir.mlir import ir
 from ..ir.util import clone_at
+from ..profiles import Options
 from .gather_fusion import loop_index, map_indices, pointwise
 from .generics import rebuild_generic
 from .linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
@@ -125,13 +126,13 @@ def fuse_input(consumer: ir.Operation, i: int) -> ir.Operation:
     return new
 
 
-def fuse_into_reductions(func_op: ir.Operation, profile: dict) -> int:
+def fuse_into_reductions(func_op: ir.Operation, o: Options) -> int:
     """Compute, inside each small reduction of `func_op`'s body, the elementwise kernels it reads (module
     docstring); returns how many it did. Only on GPU profiles (`reduction_threads`): on a CPU driver a kernel
     boundary inside a recording costs little and arithmetic is what runs short (PoCL, the small decoder's
     scores with the rotary embedding computed per element took 130-135 us against 51 us plus 3 us for the
     rotated q's kernel)."""
-    if not profile.get("reduction_threads"):
+    if not o.reduction_threads:
         return 0
     block = func_op.regions[0].blocks[0]
     done = 0

@@ -22,6 +22,7 @@ outputs per thread: a batch-1 convolution deep in a CNN (ResNet-50's 7x7x512 3x3
 from __future__ import annotations
 
 from ..ir.mlir import arith, ir, linalg, tensor
+from ..profiles import Options
 from . import fusion_cost
 from .generics import rebuild_generic
 from .linalg_info import fill_value, indexing_maps, iterator_types, loop_ranges, num_inputs
@@ -330,25 +331,25 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     return True
 
 
-def split_matmuls(func_op: ir.Operation, profile: dict) -> int:
+def split_matmuls(func_op: ir.Operation, o: Options) -> int:
     """Every matmul of the function with too few outputs for the profile (`fill_threads`); returns how many
     were split."""
-    threads = int(profile.get("fill_threads", 0))
+    threads = o.fill_threads or 0
     if not threads:
         return 0
-    tm, tn = (int(v) for v in profile.get("thread_tile", (4, 4)))
+    tm, tn = o.thread_tile or (4, 4)
     # A matmul with fused producers splits (as its producers' kernel, then a plain matmul split in two) only
     # where its K is too short for the workgroup-per-output reduction (strategy._workgroup_reduction), which
     # the fused form gets otherwise. H200, a decoder step (session10/decoder2_*): the vocabulary projection after
     # RMSNorm, K = 384 and one thread per output, 26.5 -> 10.2 us (Vulkan) and 33.7 -> 16.9 us (OpenCL) as
     # three kernels; its MLP's down projection after SwiGLU, K = 1024 and a workgroup per output, 6.4-8.4 ->
     # 10.2-13.2 us (Vulkan) split: not split.
-    reduction_k = 2 * int(profile["reduction_threads"]) if profile.get("reduction_threads") else None
+    reduction_k = 2 * o.reduction_threads if o.reduction_threads else None
     return sum(split_matmul(op.operation, threads, tm * tn, reduction_k)
                for op in list(func_op.regions[0].blocks[0].operations))
 
 
-def unfuse_producers(func_op: ir.Operation, profile: dict) -> int:
+def unfuse_producers(func_op: ir.Operation, o: Options) -> int:
     """Matmuls (and batches of them) with producers of x fused into their body (a GELU before an FFN's down
     projection, SwiGLU, a norm, a softmax's division before its product with V) compute them once, in a kernel of
     their own, where fusion_cost says recomputing them once per output column costs more than storing them. On
@@ -361,7 +362,7 @@ def unfuse_producers(func_op: ir.Operation, profile: dict) -> int:
             continue
         b, m, k, n, roles = form
         nb = 1 if b else 0
-        if n < 2 or (m <= MAX_ROWS and profile.get("reduction_threads")):
+        if n < 2 or (m <= MAX_ROWS and o.reduction_threads):
             continue
         found = _x_producer(op.operation, roles, nb)
         if found is None or not found[3]:  # x read as it is: nothing computed in the product's body

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from ..ir.mlir import arith, ir, linalg, tensor
+from ..profiles import Options
 from .generics import rebuild_generic
 from .linalg_info import dims_in_order, indexing_maps, is_identity, iterator_types, loop_ranges, num_inputs
 from .reduction_inputs import fuse_input
@@ -256,9 +257,9 @@ def _key(ranges: list[int]) -> tuple[int, ...]:
     return tuple(_no_units(ranges[:-1])) + (ranges[-1],)
 
 
-def slices(func_op: ir.Operation, profile: dict) -> dict[tuple[int, ...], int]:
+def slices(func_op: ir.Operation, o: Options) -> dict[tuple[int, ...], int]:
     """Rows (_key) of the function's row reductions with too few rows for the profile -> slices per row."""
-    threads, per_row = int(profile.get("fill_threads", 0)), int(profile.get("reduction_threads", 0))
+    threads, per_row = o.fill_threads or 0, o.reduction_threads or 0
     out: dict[tuple[int, ...], int] = {}
     if not threads or not per_row:
         return out
@@ -275,10 +276,10 @@ def slices(func_op: ir.Operation, profile: dict) -> dict[tuple[int, ...], int]:
     return out
 
 
-def split_rows(func_op: ir.Operation, profile: dict) -> int:
+def split_rows(func_op: ir.Operation, o: Options) -> int:
     """Every row reduction of the function with too few rows for the profile, and the elementwise ops over its
     rows; returns how many reductions were split."""
-    split = slices(func_op, profile)
+    split = slices(func_op, o)
     if not split:
         return 0
     ops = [op.operation for op in func_op.regions[0].blocks[0].operations]

@@ -78,12 +78,12 @@ class Strategy:
 OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False}
 
 
-def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
+def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
     """The profile as the compile for `targets` reads it: with SPIR-V among them, keys that only OpenCL C can
     carry out are off; with OpenCL C among them, subgroup reductions need the device's OpenCL shuffle and small
     cooperative-matrix tiles are only for shapes the large ones do not divide (one strategy serves every target of
     an executable)."""
-    o = Options.of(profile)
+    o = Options.of(options)
     changes: dict = {}
     if "vulkan" in targets and any(getattr(o, k) for k in OPENCL_ONLY):
         changes.update(OPENCL_ONLY)
@@ -101,17 +101,17 @@ def for_targets(profile: dict, targets: tuple[str, ...]) -> dict:
             o.opencl_asm or (o.subgroup_reduce == "varying" and o.opencl_subgroups)):
         # No subgroup shuffle known in this device's OpenCL C, nor (for the varying form) cl_khr_subgroups.
         changes["subgroup_reduce"] = False
-    return dict(profile, **changes) if changes else profile
+    return o.replace(**changes) if changes else o
 
 
-def choose(kind: OpKind, profile: dict, root: OpKind | None = None) -> Strategy:
+def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strategy:
     """Pick tiles for the op that a group tiles (its last consumer or its root).
 
     `kind.ranges`/`iterators` describe that op. Per-thread work per parallel loop comes from the profile:
     matmul-like groups block a `thread_tile` of outputs per thread (register blocking); elementwise ops give
     each thread `elementwise_per_thread` consecutive elements of the innermost loop.
     """
-    o = Options.of(profile)
+    o = Options.of(options)
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     cols = _or(o.matmul_row_vector_cols, 0)
     if kind.kind == "matmul" and cols and len(par) >= 2 and kind.ranges[par[-2]] == 1 and \
