@@ -81,7 +81,7 @@ class Limits(Section):
 
 @dataclass(frozen=True)
 class Codegen(Section):
-    """Strategy knobs the compiler reads (compiler/strategy.py and the passes named in each file's comments)."""
+    """Strategy knobs the compiler reads (compiler/strategy/choice.py and the passes named in each file's comments)."""
 
     workgroup_invocations: int | None = None
     matmul_workgroup_invocations: int | None = None
@@ -156,7 +156,7 @@ class Options(Codegen):
     fp16: bool | None = None
     cooperative_matrix_shapes: StrList | None = None
     vectorize_gathers: bool | str | None = None  # for_targets: "contiguous" where SPIR-V takes only plain loads
-    # Set by the compiler for one strategy choice (compiler/strategy.py, pipeline.py):
+    # Set by the compiler for one strategy choice (compiler/strategy/choice.py, pipeline.py):
     vector_cols: int | None = None  # a matrix-vector product's columns per thread (key "_vector_cols")
     split_k_max_outputs: int | None = None
     matmul_promote_tile: IntList | None = None
@@ -410,7 +410,7 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> Options
         if cap and int(opts.get(key) or 0) > cap:
             opts[key] = 1 << (cap.bit_length() - 1)
     # The widths a pipeline may ask for (Vulkan subgroup size control on the live device, else the profile's list):
-    # kernels laid over another width than the default one require it (compiler/coop_matrix.py).
+    # kernels laid over another width than the default one require it (compiler/schedule/coop_matrix.py).
     if info is not None and info.limits.get("subgroup_size_control"):
         lo, hi = int(info.limits["min_subgroup_size"]), int(info.limits["max_subgroup_size"])
         opts["subgroup_sizes"] = tuple(1 << b for b in range(lo.bit_length() - 1, hi.bit_length()))
@@ -429,13 +429,14 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> Options
     native = int(limits.get("native_float_vector_width") or 0)
     if opts.get("thread_tile_native_vectors") and native and opts.get("thread_tile"):
         opts["thread_tile"] = [int(opts["thread_tile"][0]), native * int(opts["thread_tile_native_vectors"])]
-    # Streaming stores past the cache the live device reports (compiler/nontemporal.py).
+    # Streaming stores past the cache the live device reports (codegen_opencl/nontemporal.py).
     if opts.get("nontemporal_store_bytes") and limits.get("global_mem_cache_bytes"):
         opts["nontemporal_store_bytes"] = int(limits["global_mem_cache_bytes"])
     if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
         opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
     # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):
-    # kernels over larger tensors run in chunks (compiler/split.py); [codegen] max_bind_bytes can only lower it.
+    # kernels over larger tensors run in chunks (compiler/dispatch/split.py); [codegen] max_bind_bytes can only lower
+    # it.
     bind = [int(v) for v in (limits.get("max_storage_buffer_range"), limits.get("max_buffer_bytes"),
                              opts.get("max_bind_bytes")) if v]
     opts["max_bind_bytes"] = min(bind) if bind else 0
@@ -465,8 +466,8 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> Options
             caps.append("CooperativeMatrixKHR")
             exts.append("SPV_KHR_cooperative_matrix")
     opts["spirv_caps"], opts["spirv_exts"] = caps, exts
-    # Reductions by the device's own subgroup reduction (compiler/subgroup_reduce.py, "varying") only where the live
-    # device has it: Vulkan's subgroup arithmetic in compute, OpenCL's sub_group_* built-ins.
+    # Reductions by the device's own subgroup reduction (compiler/schedule/subgroup_reduce.py, "varying") only where
+    # the live device has it: Vulkan's subgroup arithmetic in compute, OpenCL's sub_group_* built-ins.
     if info is not None and opts.get("subgroup_reduce") == "varying":
         if info.api == "vulkan" and info.limits.get("subgroup_arithmetic") is False:
             opts["subgroup_reduce"] = False

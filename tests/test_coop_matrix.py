@@ -1,4 +1,4 @@
-"""The cooperative-matrix matmul strategy (portable/compiler/coop_matrix.py), compiled for profiles that list
+"""The cooperative-matrix matmul strategy (portable/compiler/schedule/coop_matrix.py), compiled for profiles that list
 VK_KHR_cooperative_matrix shapes (nvidia, amd-rdna3). No device here has the extension (lavapipe, PoCL), so these tests
 check what is generated and when the strategy is (not) chosen; the numbers are checked on the GPU host by
 `portable bench` (f16 matmul, output compared with numpy before timing)."""
@@ -11,8 +11,9 @@ import pytest
 
 import portable
 from portable import profiles
-from portable.compiler import coop_matrix, coop_staging, strategy
 from portable.compiler.pipeline import compile_module
+from portable.compiler.schedule import coop_matrix, coop_staging
+from portable.compiler.strategy import choice as strategy
 
 
 def _tiles(opts, *shape):
@@ -170,7 +171,7 @@ def test_read_only_buffer_sharing_a_written_buffers_block_type_gets_its_own():
     assert not any("w" in kernel.access[i] for i in nonwritable)
 
 
-# ---- operand tiles staged in workgroup memory (compiler/coop_staging.py) ------------------------------------
+# ---- operand tiles staged in workgroup memory (compiler/schedule/coop_staging.py) ------------------------------------
 STORAGE_WORKGROUP, STORAGE_BUFFER = 4, 12  # SPIR-V storage classes
 
 

@@ -11,12 +11,13 @@ ort = pytest.importorskip("onnxruntime", reason="the models are checked to run o
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from portable.compiler import locations, pipeline
-from portable.ir.mlir import ir
+from portable.compiler import pipeline
 from portable.errors import CompileError, UnsupportedOp
 from portable.frontend import onnx_decompose
 from portable.frontend.onnx_describe import node_detail
 from portable.frontend.onnx_import import onnx_to_mlir
+from portable.ir import locations
+from portable.ir.mlir import ir
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17):

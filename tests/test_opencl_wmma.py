@@ -1,5 +1,5 @@
-"""f16 matmuls on NVIDIA's OpenCL: the cooperative-matrix strategy (compiler/coop_matrix.py) printed as inline PTX
-`wmma` (codegen_opencl/matrix.py), where the profile says the device's OpenCL C takes PTX (`opencl_asm`).
+"""f16 matmuls on NVIDIA's OpenCL: the cooperative-matrix strategy (compiler/schedule/coop_matrix.py) printed as inline
+PTX `wmma` (codegen_opencl/matrix.py), where the profile says the device's OpenCL C takes PTX (`opencl_asm`).
 
 No device here runs PTX (PoCL compiles for the CPU), so these tests check what is generated and when it is
 chosen; the H200 runs it through `portable bench`, which compares the output with numpy before timing
@@ -14,10 +14,10 @@ import pytest
 import portable
 from portable import profiles
 from portable.codegen_opencl import emit_opencl
-from portable.compiler import coop_matrix
-from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
+from portable.compiler.schedule import coop_matrix
 from portable.errors import UnsupportedOp
+from portable.ir.mlir import ir
 
 
 def _tiles(opts, *shape):

@@ -15,50 +15,47 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cache, config
+from ..codegen_opencl import nontemporal
+from ..codegen_spirv.lanes import lane_kernels
+from ..codegen_spirv.lanes.row_vectors import row_tiles_ok
+from ..codegen_spirv.lanes.split_vectors import plain_elementwise
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
+from ..ir import locations
+from ..ir.linalg_info import OpKind, classify
 from ..ir.mlir import ir, passmanager
 from ..ir.patterns import apply_patterns
 from ..ir.util import find_ops
 from ..profiles import Options
-from . import (
+from . import plan
+from .dispatch import groups as dispatch
+from .dispatch import split
+from .graph import (
     arg_reductions,
-    barriers,
-    constant_init,
     conv_gemm,
-    coop_matrix,
-    coop_narrow,
-    coop_staging,
-    dispatch,
-    grid_stride,
-    lane_kernels,
-    locations,
-    loop_registers,
-    loop_vectorize,
     named_ops,
     narrow_i64,
-    nontemporal,
-    plan,
-    promotion,
     reduction_inputs,
     rewrites,
-    row_columns,
-    row_registers,
-    serial_rows,
-    split,
     split_k,
     split_rows,
-    strategy,
-    subgroup_reduce,
-    transform_script,
     unfuse,
     widen_f16,
     windows,
 )
-from .linalg_info import OpKind, classify
-from .row_vectors import row_tiles_ok
-from .split_vectors import plain_elementwise
-from .tensor_slices import insert_slices_to_generics
+from .graph.tensor_slices import insert_slices_to_generics
+from .lowering import barriers, constant_init, loop_registers, loop_vectorize, row_columns, row_registers
+from .schedule import (
+    coop_matrix,
+    coop_narrow,
+    coop_staging,
+    grid_stride,
+    promotion,
+    serial_rows,
+    subgroup_reduce,
+    transform_script,
+)
+from .strategy import choice as strategy
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
 COMPILE_COUNT = 0
@@ -575,7 +572,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             # CPU drivers: fewer per-lane buffer accesses (lane_kernels.py, by option); staged fragments' copies
             # 16 bytes wide. Each on the Vulkan target's own copy of the kernel.
             vk = _kernel_copy(gm)
-            lanes = lane_kernels.rewrite(vk, o)
+            lanes = lane_kernels.rewrite(vk, o, loop_vectorize.vectorize_loops)
             if not lanes:
                 vk = _kernel_copy(gm)  # a rewrite that changed nothing may have cleaned up: the kernel as it was
             if coop_staging.wide_copies(vk) or lanes:
