@@ -192,6 +192,12 @@ class Options(Codegen):
     def items(self) -> list[tuple[str, Any]]:
         return list(self.given().items())
 
+    def __iter__(self):
+        return iter(self.given())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.given()
+
     def __getitem__(self, key: str) -> Any:
         value = getattr(self, key, None) if key in _hints(Options) else None
         if value is None:

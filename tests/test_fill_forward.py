@@ -113,7 +113,7 @@ def test_matmul_output_written_once(device, monkeypatch, promoted):
     """On every device: a batch matmul's register-blocked kernel (vector fill) and a promoted matmul (fill nest
     and barrier) touch their output only to write the result once; the result is right."""
     live = open_device(device)
-    opts = profiles.codegen_options(profiles.match(live.info), live.info)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info))
     g = portable.Graph()
     if promoted:
         g.output(g.matmul(g.input((64, 96)), g.input((96, 128))))

@@ -144,7 +144,7 @@ def test_insert_slices_become_generics():
 
 
 def test_conv_gemm_makes_convolutions_matmuls():
-    """The 7-loop convolution generic (generalized by preprocess) becomes im2col patches times the weights."""
+    """The 7-loop convolution generic (generalized by preprocess) is rewritten as a product (implicit GEMM)."""
     before, c, changed = _at(CONV, "conv-gemm", _options("nvidia"))
     loops = [len(ir.ArrayAttr(op.attributes["iterator_types"]))
              for op in find_ops(c.module.operation, ("linalg.generic",))]

@@ -583,6 +583,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl
+            from ..codegen_opencl.attributions import workgroup_allocs_to_attributions
 
             # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores. Staged
             # fragments (wmma through inline PTX) take the same 16-byte copies as on Vulkan.
@@ -591,7 +592,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             if (o.loop_vectorize or 0) > 1:  # CPU OpenCL (PoCL): row loops on float16
                 loop_vectorize.vectorize_loops(_gpu_module(single), o.loop_vectorize)
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
-            rewrites.workgroup_allocs_to_attributions(single)
+            workgroup_allocs_to_attributions(single)
             gmod = _gpu_module(single)
             nontemporal.mark(gmod, o.nontemporal_store_bytes or 0)
             ocl = emit_opencl(gmod, fp16=bool(o.fp16), asm=o.opencl_asm)
