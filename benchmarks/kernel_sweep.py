@@ -33,7 +33,7 @@ WORKLOADS = {
 ONLY_API = {"matmul_f16": "vulkan"}
 VARIANTS = {
     # Register tiles x workgroup sizes were swept before (benchmarks/results/h200/sweep_matmul_*.json: 8x4 per
-    # thread, 64 threads, best at 5.9 ms); now operand tiles staged in workgroup memory (compiler/promotion.py).
+    # thread, 64 threads, best at 5.9 ms); now operand tiles staged in workgroup memory (compiler/schedule/promotion.py).
     "matmul": [{"thread_tile": [8, 4], "matmul_workgroup_invocations": 64, "matmul_promote_tiles": []}]
               + [{"matmul_promote_tiles": [tile], "matmul_promote_k": kt}
                  for tile, kt in (([64, 64, 8, 4], 32), ([128, 64, 8, 4], 32), ([64, 128, 8, 4], 32),

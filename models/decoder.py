@@ -136,7 +136,7 @@ class GreedyStep(nn.Module):
     int32, next token, pos + 1, *present). Outputs 1 + j feed inputs j, so every input is carried and
     `CompiledGraph.with_state(...).run_steps(n)` generates n tokens per submission, no host round trip between.
     The host's output is a tensor of its own (with the position) so that it keeps a buffer of its own where int64
-    is computed as int32 (compiler/narrow_i64.py) and the chosen token would otherwise be the carried one."""
+    is computed as int32 (compiler/graph/narrow_i64.py) and the chosen token would otherwise be the carried one."""
 
     def __init__(self, step: DecoderStep):
         super().__init__()

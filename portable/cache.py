@@ -20,8 +20,8 @@ def compiler_fingerprint() -> str:
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for room in ("ir", "compiler", "codegen_spirv", "codegen_opencl", "frontend"):
-        for p in sorted((root / room).glob("*.py")):
-            h.update(p.name.encode())
+        for p in sorted((root / room).rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()
 

@@ -21,6 +21,13 @@ def dump_dir() -> Path | None:
     return Path(d) if d else None
 
 
+def dump_stage(name: str) -> bool:
+    """PORTABLE_DUMP_STAGES=a,b (names from compiler/pipeline.py's STAGES): dump the module after those stages only;
+    unset, after every stage. Kernels (SPIR-V, OpenCL C) and transform scripts are always written."""
+    only = os.environ.get("PORTABLE_DUMP_STAGES")
+    return not only or name in {s.strip() for s in only.split(",")}
+
+
 def vk_validation() -> bool:
     """PORTABLE_VK_VALIDATION=1 enables the Khronos validation layer; any message then raises."""
     return os.environ.get("PORTABLE_VK_VALIDATION", "") not in ("", "0")

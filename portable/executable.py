@@ -69,8 +69,8 @@ class TensorSig:
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name: "float32", "int32", ...: what the caller passes and gets back
     # What the device holds where it differs: "int32" for an int64 tensor on a device without 64-bit integers
-    # (compiler/narrow_i64.py), "float32" for a float16 one on a device without 16-bit storage
-    # (compiler/widen_f16.py); the runtime converts at the boundary.
+    # (compiler/graph/narrow_i64.py), "float32" for a float16 one on a device without 16-bit storage
+    # (compiler/graph/widen_f16.py); the runtime converts at the boundary.
     device: str = ""
 
     @property

@@ -81,7 +81,7 @@ class Limits(Section):
 
 @dataclass(frozen=True)
 class Codegen(Section):
-    """Strategy knobs the compiler reads (compiler/strategy.py and the passes named in each file's comments)."""
+    """Strategy knobs the compiler reads (compiler/strategy/choice.py and the passes named in each file's comments)."""
 
     workgroup_invocations: int | None = None
     matmul_workgroup_invocations: int | None = None
@@ -157,7 +157,7 @@ class Options(Codegen):
     fp16: bool | None = None
     cooperative_matrix_shapes: StrList | None = None
     vectorize_gathers: bool | str | None = None  # for_targets: "contiguous" where SPIR-V takes only plain loads
-    # Set by the compiler for one strategy choice (compiler/strategy.py, pipeline.py):
+    # Set by the compiler for one strategy choice (compiler/strategy/choice.py, pipeline.py):
     vector_cols: int | None = None  # a matrix-vector product's columns per thread (key "_vector_cols")
     split_k_max_outputs: int | None = None
     matmul_promote_tile: IntList | None = None
@@ -180,6 +180,34 @@ class Options(Codegen):
 
     def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
+
+    def given(self) -> dict[str, Any]:
+        """The options set (not None), as plain values: the cache key and `bench aot`'s record read them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    # A read-only mapping view for callers outside the compiler (tests, benchmarks, conformance) that look a knob
+    # up by name or override some with `dict(options, key=value)`; the compiler itself reads the fields.
+    def keys(self) -> list[str]:
+        return list(self.given())
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self.given().items())
+
+    def __iter__(self):
+        return iter(self.given())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.given()
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in _hints(Options) else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, None) if key in _hints(Options) else None
+        return default if value is None else value
 
 
 @dataclass(frozen=True)
@@ -370,8 +398,8 @@ def match(info: DeviceInfo) -> Profile:
     return best if best is not None else all_profiles()["generic"]
 
 
-def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
-    """Flat dict the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
+def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> Options:
+    """The typed options the compiler reads: the profile's codegen knobs clamped to the live device's limits."""
     opts = profile.codegen.given()
     opts["name"] = profile.name
     limits = profile.limits.given()
@@ -389,7 +417,7 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
         if cap and int(opts.get(key) or 0) > cap:
             opts[key] = 1 << (cap.bit_length() - 1)
     # The widths a pipeline may ask for (Vulkan subgroup size control on the live device, else the profile's list):
-    # kernels laid over another width than the default one require it (compiler/coop_matrix.py).
+    # kernels laid over another width than the default one require it (compiler/schedule/coop_matrix.py).
     if info is not None and info.limits.get("subgroup_size_control"):
         lo, hi = int(info.limits["min_subgroup_size"]), int(info.limits["max_subgroup_size"])
         opts["subgroup_sizes"] = tuple(1 << b for b in range(lo.bit_length() - 1, hi.bit_length()))
@@ -408,13 +436,14 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
     native = int(limits.get("native_float_vector_width") or 0)
     if opts.get("thread_tile_native_vectors") and native and opts.get("thread_tile"):
         opts["thread_tile"] = [int(opts["thread_tile"][0]), native * int(opts["thread_tile_native_vectors"])]
-    # Streaming stores past the cache the live device reports (compiler/nontemporal.py).
+    # Streaming stores past the cache the live device reports (codegen_opencl/nontemporal.py).
     if opts.get("nontemporal_store_bytes") and limits.get("global_mem_cache_bytes"):
         opts["nontemporal_store_bytes"] = int(limits["global_mem_cache_bytes"])
     if opts.get("row_fusion_shared_bytes") and limits.get("shared_memory_bytes"):  # rows kept in workgroup memory
         opts["row_fusion_shared_bytes"] = min(int(opts["row_fusion_shared_bytes"]), int(limits["shared_memory_bytes"]))
     # The most bytes of a buffer one kernel may bind (Vulkan maxStorageBufferRange, the largest allocation):
-    # kernels over larger tensors run in chunks (compiler/split.py); [codegen] max_bind_bytes can only lower it.
+    # kernels over larger tensors run in chunks (compiler/dispatch/split.py); [codegen] max_bind_bytes can only lower
+    # it.
     bind = [int(v) for v in (limits.get("max_storage_buffer_range"), limits.get("max_buffer_bytes"),
                              opts.get("max_bind_bytes")) if v]
     opts["max_bind_bytes"] = min(bind) if bind else 0
@@ -444,12 +473,12 @@ def codegen_options(profile: Profile, info: DeviceInfo | None = None) -> dict:
             caps.append("CooperativeMatrixKHR")
             exts.append("SPV_KHR_cooperative_matrix")
     opts["spirv_caps"], opts["spirv_exts"] = caps, exts
-    # Reductions by the device's own subgroup reduction (compiler/subgroup_reduce.py, "varying") only where the live
-    # device has it: Vulkan's subgroup arithmetic in compute, OpenCL's sub_group_* built-ins.
+    # Reductions by the device's own subgroup reduction (compiler/schedule/subgroup_reduce.py, "varying") only where
+    # the live device has it: Vulkan's subgroup arithmetic in compute, OpenCL's sub_group_* built-ins.
     if info is not None and opts.get("subgroup_reduce") == "varying":
         if info.api == "vulkan" and info.limits.get("subgroup_arithmetic") is False:
             opts["subgroup_reduce"] = False
         if info.api == "opencl":
             opts["opencl_subgroups"] = bool(opts.get("opencl_subgroups")) and bool(
                 {"cl_khr_subgroups", "cl_intel_subgroups"} & set(info.limits.get("extensions") or ()))
-    return opts
+    return Options.of(opts)

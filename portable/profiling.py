@@ -40,8 +40,10 @@ class ProfileError(PortableError):
 def _recording():
     """Record, while a graph compiles, each dispatch group's source nodes and FLOPs (as formed, before tiling) and
     each launch's dispatch count. The Executable keeps no such record, so the two steps are wrapped meanwhile."""
-    from .compiler import dispatch, locations, plan
-    from .compiler.linalg_info import classify
+    from .compiler import plan
+    from .compiler.dispatch import groups as dispatch
+    from .ir import locations
+    from .ir.linalg_info import classify
 
     rec: dict[str, Any] = {}
     form, dispatches = dispatch.form_groups, plan.dispatches

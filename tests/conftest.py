@@ -56,7 +56,7 @@ def foreign_profile(name: str, live) -> dict:
     PTX (NVIDIA's OpenCL takes it, PoCL does not), row-chain reductions then through workgroup memory."""
     from portable import profiles
 
-    opts = profiles.codegen_options(profiles.all_profiles()[name], live.info)
+    opts = dict(profiles.codegen_options(profiles.all_profiles()[name], live.info))
     if live.info.api == "opencl" and opts.get("opencl_asm"):
         opts = dict(opts, opencl_asm="", subgroup_reduce=False)
     return opts

@@ -1,5 +1,5 @@
 """ONNX ArgMax / ArgMin on every device, with the device's own profile and with the nvidia profile's kernels, where
-each runs as two reductions a workgroup shares (compiler/arg_reductions.py): the first index of the extreme value,
+each runs as two reductions a workgroup shares (compiler/graph/arg_reductions.py): the first index of the extreme value,
 ties and NaN included, as numpy gives it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Barrier fences (compiler/barriers.py): a barrier orders global memory only where a write to it before the
+"""Barrier fences (compiler/lowering/barriers.py): a barrier orders global memory only where a write to it before the
 barrier may be read or written by another thread after it."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_reduction_into_global_output_keeps_global_fences():
 def test_copy_reads_its_source():
     """A memref.copy writes its target and reads its source: a barrier before a copy out of a buffer written
     earlier keeps its global fence."""
-    from portable.compiler import barriers
+    from portable.compiler.lowering import barriers
     from portable.ir.mlir import ir
 
     text = """

@@ -1,4 +1,4 @@
-"""NCHW (ONNX) convolutions as implicit GEMM (compiler/conv_gemm.py): im2col gather + matmul, 1x1 stride-1
+"""NCHW (ONNX) convolutions as implicit GEMM (compiler/graph/conv_gemm.py): im2col gather + matmul, 1x1 stride-1
 convolutions as a plain matmul over the input, grouped ones as batched matmuls, depthwise ones direct; their
 epilogues (bias, ReLU, residual add) fused into the matmul's kernel. Checked on every device against a numpy
 reference, with the kernel counts that show the fusion, plus the direct fallback."""

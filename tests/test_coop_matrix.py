@@ -1,4 +1,4 @@
-"""The cooperative-matrix matmul strategy (portable/compiler/coop_matrix.py), compiled for profiles that list
+"""The cooperative-matrix matmul strategy (portable/compiler/schedule/coop_matrix.py), compiled for profiles that list
 VK_KHR_cooperative_matrix shapes (nvidia, amd-rdna3). No device here has the extension (lavapipe, PoCL), so these tests
 check what is generated and when the strategy is (not) chosen; the numbers are checked on the GPU host by
 `portable bench` (f16 matmul, output compared with numpy before timing)."""
@@ -11,8 +11,17 @@ import pytest
 
 import portable
 from portable import profiles
-from portable.compiler import coop_matrix, coop_staging, strategy
 from portable.compiler.pipeline import compile_module
+from portable.compiler.schedule import coop_matrix, coop_staging
+from portable.compiler.strategy import choice as strategy
+
+
+def _tiles(opts, *shape):
+    return coop_matrix.tiles(profiles.Options.of(opts), *shape)
+
+
+def _stage_k(opts, *args):
+    return coop_staging.stage_k(profiles.Options.of(opts), *args)
 
 OP_COOP_MULADD = 4459  # OpCooperativeMatrixMulAddKHR (SPV_KHR_cooperative_matrix)
 OP_COOP_LOAD = 4457  # OpCooperativeMatrixLoadKHR
@@ -38,7 +47,7 @@ def _matmul(m: int, k: int, n: int, out: str = "float32") -> str:
 # The profile's large tiles at every shape here (coop_small_tiles off; the choice: test_coop_matrix.py).
 NVIDIA = dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]), coop_small_tiles=())
 UNSTAGED = dict(NVIDIA, coop_stage_k=0)  # fragments loaded from global memory (coop_matrix.py alone)
-(WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
+(WG_M, WG_N), (SG_M, SG_N) = _tiles(NVIDIA)
 COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)  # one subgroup of 32 per subgroup tile
 
 
@@ -110,11 +119,11 @@ def test_tiles_from_the_profile(wg, sg):
 ])
 def test_small_tiles_where_the_large_ones_leave_the_device_idle(m, n, expected):
     nvidia = profiles.codegen_options(profiles.all_profiles()["nvidia"])
-    assert coop_matrix.tiles(nvidia, (m, n)) == expected
-    assert coop_matrix.tiles(nvidia) == ((128, 128), (64, 64))
+    assert _tiles(nvidia, (m, n)) == expected
+    assert _tiles(nvidia) == ((128, 128), (64, 64))
     # OpenCL (PTX wmma): small tiles only where the large ones do not divide the product.
     opencl = strategy.for_targets(nvidia, ("opencl",))
-    assert coop_matrix.tiles(opencl, (m, n)) == (expected if m % 128 else ((128, 128), (64, 64)))
+    assert _tiles(opencl, (m, n)) == (expected if m % 128 else ((128, 128), (64, 64)))
 
 
 def test_a_small_product_runs_on_the_small_tiles():
@@ -130,7 +139,7 @@ def test_a_small_product_runs_on_the_small_tiles():
 
 def test_bad_tiles_are_refused():
     with pytest.raises(ValueError, match="must divide"):
-        coop_matrix.tiles(dict(NVIDIA, coop_workgroup_tile=(64, 64), coop_subgroup_tile=(48, 32)))
+        _tiles(dict(NVIDIA, coop_workgroup_tile=(64, 64), coop_subgroup_tile=(48, 32)))
 
 
 def test_f32_matmul_stays_on_fma():
@@ -162,7 +171,7 @@ def test_read_only_buffer_sharing_a_written_buffers_block_type_gets_its_own():
     assert not any("w" in kernel.access[i] for i in nonwritable)
 
 
-# ---- operand tiles staged in workgroup memory (compiler/coop_staging.py) ------------------------------------
+# ---- operand tiles staged in workgroup memory (compiler/schedule/coop_staging.py) ------------------------------------
 STORAGE_WORKGROUP, STORAGE_BUFFER = 4, 12  # SPIR-V storage classes
 
 
@@ -224,7 +233,7 @@ def test_staged_fragments_come_from_workgroup_memory(out, wg, sg, kt, buffers):
     tiles are arrays of vec4 of 32-bit words); one K step's multiplies are straight-line code; a single copy
     of the tiles takes two barriers per step, two copies one."""
     opts = dict(NVIDIA, coop_workgroup_tile=wg, coop_subgroup_tile=sg, coop_stage_k=kt, coop_stage_buffers=buffers)
-    assert coop_staging.stage_k(opts, 4 * kt, coop_matrix.tiles(opts)) == (kt, buffers)
+    assert _stage_k(opts, 4 * kt, _tiles(opts)) == (kt, buffers)
     exe = compile_module(_matmul(2 * wg[0], 4 * kt, 2 * wg[1], out), opts, ("vulkan",))
     (kernel,) = exe.kernels
     assert kernel.workgroup_size == (32 * (wg[1] // sg[1]), wg[0] // sg[0], 1)
@@ -253,7 +262,7 @@ def test_unstaged_fragments_come_from_the_buffers():
     ("no step in the profile", UNSTAGED, 4096, (0, 1)),
 ])
 def test_stage_k_falls_back(why, opts, k, expected):
-    assert coop_staging.stage_k(opts, k, coop_matrix.tiles(opts)) == expected, why
+    assert _stage_k(opts, k, _tiles(opts)) == expected, why
 
 
 def test_k_not_a_multiple_of_the_step_stays_unstaged():
@@ -290,7 +299,7 @@ def test_epilogue_fuses_into_the_cooperative_matrix_kernel(name, opts, barriers,
     """One kernel: the subgroups' fragments stored to the output, one barrier with storage-buffer semantics (the
     K loop's staging barriers order workgroup memory only), then the epilogue on every thread, reading back the
     fragments. No buffer but the inputs and the output: the fragments go where the epilogue updates in place."""
-    (wm, wn), (sm, sn) = coop_matrix.tiles(opts)
+    (wm, wn), (sm, sn) = _tiles(opts)
     exe = compile_module(_mlp(2 * wm, 256, 3 * wn, out, residual), opts, ("vulkan",))
     (kernel,) = exe.kernels
     (d,) = exe.dispatches
@@ -298,7 +307,7 @@ def test_epilogue_fuses_into_the_cooperative_matrix_kernel(name, opts, barriers,
     assert tuple(d.grid) == (3, 2, 1) and kernel.num_buffers == 4
     ins = _instructions(kernel.spirv)
     ops = [op for op, _ in ins]
-    steps = coop_staging.stage_k(opts, 256, coop_matrix.tiles(opts))[0] // 16 or 1
+    steps = _stage_k(opts, 256, _tiles(opts))[0] // 16 or 1
     assert ops.count(OP_COOP_MULADD) == (sm // 16) * (sn // 16) * steps
     assert ops.count(OP_STORE) == (sm // 16) * (sn // 16)
     consts = _constants(kernel.spirv)
@@ -401,7 +410,7 @@ def test_a_product_rounded_to_f16_is_one_kernel_of_f16_fragments(name, bias_relu
     opts = {"nvidia": profiles.codegen_options(profiles.all_profiles()["nvidia"]), "nvidia-unstaged": UNSTAGED,
             "amd-rdna3": RDNA3}[name]
     m, n = 256, 384
-    (wm, wn), (sm, sn) = coop_matrix.tiles(opts, (m, n))
+    (wm, wn), (sm, sn) = _tiles(opts, (m, n))
     exe = compile_module(_f16_model(m, 256, n, bias_relu), opts, ("vulkan",))
     (kernel,) = exe.kernels
     assert kernel.num_buffers == 3 + bool(bias_relu) and len(exe.slots) == 3 + bool(bias_relu)

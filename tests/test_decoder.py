@@ -18,7 +18,7 @@ MODEL = Path(__file__).resolve().parents[1] / "models" / "onnx" / "decoder_tiny.
 GREEDY = MODEL.with_name("decoder_tiny_greedy.onnx")
 # A regression in fusion shows here: 2 layers of RMSNorm (one kernel each), rotary attention over the cache,
 # a SwiGLU MLP; 59 on lavapipe and PoCL (2026-11-29), 41, then 35 with Q/K/V and gate/up each one matmul
-# (compiler/horizontal.py, 2026-11-30).
+# (compiler/graph/horizontal.py, 2026-11-30).
 MAX_DISPATCHES = 35
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is the reference for the model tests (test extra)")
@@ -75,8 +75,8 @@ def test_decoder_compiled_for_another_profile_runs_here(device):
 def test_norms_run_beside_the_projections_on_gpu_profiles():
     """The nvidia profile splits the step's matrix-vector products along K. Each RMSNorm's reduction then runs
     beside the partial sums of the projection after it, and its row factor is applied when they are summed
-    (compiler/norm_factor.py): 36 -> 31 kernels deep for 2 layers (4 norms and the final one), still 46 kernels.
-    Attention's scores then compute the rotated q and the cache write themselves (compiler/reduction_inputs.py):
+    (compiler/graph/norm_factor.py): 36 -> 31 kernels deep for 2 layers (4 norms and the final one), still 46 kernels.
+    Attention's scores then compute the rotated q and the cache write themselves (compiler/graph/reduction_inputs.py):
     the rotated q's kernel goes and the scores run beside the cache writes, 44 kernels, 29 deep."""
     from portable import profiles
     from portable.api import graph_text
@@ -92,7 +92,7 @@ def test_greedy_step_generates_chunks_on_the_device(device, profile):
     """The greedy step carries every input, so generation runs 4 steps per submission (run_steps) plus single
     steps for the tail, and gives onnxruntime's tokens; also with the nvidia profile's kernels, whose ArgMax over
     the vocabulary (two results: value and index) stays a per-thread reduction (the workgroup one takes one), and
-    with Mali's, which on Vulkan compute the int64 token, position and index as int32 (compiler/narrow_i64.py)."""
+    with Mali's, which on Vulkan compute the int64 token, position and index as int32 (compiler/graph/narrow_i64.py)."""
     from portable.api import CompiledGraph, graph_text
     from portable.compiler.pipeline import compile_module
     from portable.devices import open_device

@@ -4,7 +4,7 @@
   kernels load, store and convert f16 and compute in f32, rounding to f16 after each op. Compiled here for this
   device's own profile without the Float16 capability, spirv-val'd (which rejects any other use of f16 without
   it), and run against numpy.
-- f16 without 16-bit storage (compiler/widen_f16.py; generic, Bifrost, Adreno 6xx): held as f32, converted at
+- f16 without 16-bit storage (compiler/graph/widen_f16.py; generic, Bifrost, Adreno 6xx): held as f32, converted at
   the boundary, explicit roundings kept.
 - f64 without shaderFloat64: a clear error."""
 

@@ -1,5 +1,5 @@
 """Reads of a thread's own fill take the fill's constant; the fill nest goes only when it is dead
-(compiler/constant_init.py, forward_fills). The kernels here have the shape a promoted matmul has after
+(compiler/lowering/constant_init.py, forward_fills). The kernels here have the shape a promoted matmul has after
 loop_registers: a fill nest over the thread's 4x4 output block, a barrier, the reads of the block, a write-back."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import portable
 from portable import profiles
 from portable.api import CompiledGraph
 from portable.codegen_spirv import disassemble
-from portable.compiler import constant_init
-from portable.ir.mlir import ir
+from portable.compiler.lowering import constant_init
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
+from portable.ir.mlir import ir
 
 RNG = np.random.default_rng(3)
 
@@ -113,7 +113,7 @@ def test_matmul_output_written_once(device, monkeypatch, promoted):
     """On every device: a batch matmul's register-blocked kernel (vector fill) and a promoted matmul (fill nest
     and barrier) touch their output only to write the result once; the result is right."""
     live = open_device(device)
-    opts = profiles.codegen_options(profiles.match(live.info), live.info)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info))
     g = portable.Graph()
     if promoted:
         g.output(g.matmul(g.input((64, 96)), g.input((96, 128))))

@@ -1,4 +1,4 @@
-"""The fusion cost model (compiler/fusion_cost.py): an elementwise producer that upstream fusion moved into a
+"""The fusion cost model (compiler/strategy/fusion_cost.py): an elementwise producer that upstream fusion moved into a
 matmul's body leaves it when recomputing it once per output column costs more than storing it; decided on IR,
 each decision tested, and the values the same on every device."""
 
@@ -9,8 +9,9 @@ import pytest
 from conftest import compile_and_load
 
 import portable
-from portable.compiler import fusion_cost, split_k
+from portable.compiler.graph import split_k
 from portable.compiler.pipeline import PREPROCESS, public_func
+from portable.compiler.strategy import fusion_cost
 from portable.ir.mlir import ir, passmanager
 
 
@@ -28,7 +29,7 @@ def _generics_after(g: portable.Graph, profile: dict) -> tuple[int, list[str]]:
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(g.to_mlir())
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
-        done = split_k.unfuse_producers(public_func(module), profile)
+        done = split_k.unfuse_producers(public_func(module), portable.profiles.Options.of(profile))
         bodies = [str(op) for op in public_func(module).regions[0].blocks[0].operations
                   if op.name == "linalg.generic"]
     return done, bodies
@@ -113,7 +114,7 @@ def _reduces(op) -> bool:
 def test_squeeze_excite_scale_leaves_the_convolution():
     """The scale is computed once per input value, and the convolution, plain again, becomes a matmul."""
     pytest.importorskip("onnx", reason="the ONNX frontend needs the 'onnx' package")
-    from portable.compiler import conv_gemm, unfuse
+    from portable.compiler.graph import conv_gemm, unfuse
     from portable.frontend.onnx_import import onnx_to_mlir
 
     with ir.Context(), ir.Location.unknown():

@@ -1,4 +1,4 @@
-"""Slices and concats merged with their elementwise neighbours (compiler/gather_fusion.py): a rotary embedding
+"""Slices and concats merged with their elementwise neighbours (compiler/graph/gather_fusion.py): a rotary embedding
 (two slices, two halves, a concat) as one kernel, and slices that other ops read left as kernels; checked on every
 device against numpy."""
 

@@ -1,4 +1,4 @@
-"""1-d elementwise kernels past the grid run as a grid-stride loop (compiler/grid_stride.py): one dispatch of a
+"""1-d elementwise kernels past the grid run as a grid-stride loop (compiler/schedule/grid_stride.py): one dispatch of a
 bounded number of workgroups, each thread one vector per pass."""
 
 from __future__ import annotations

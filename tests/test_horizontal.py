@@ -1,4 +1,4 @@
-"""Horizontal fusion (compiler/horizontal.py): matmuls that share their left operand run as one matmul over the
+"""Horizontal fusion (compiler/graph/horizontal.py): matmuls that share their left operand run as one matmul over the
 concatenated weights, each former result read in place as a slice of its output; on every device, against
 numpy."""
 

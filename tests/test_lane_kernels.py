@@ -1,5 +1,5 @@
-"""Rewrites of lowered kernels for CPU Vulkan drivers (compiler/lane_kernels.py; lavapipe's profile turns them
-on): each forced on and off on every Vulkan device, against numpy, and seen in the SPIR-V."""
+"""Rewrites of lowered kernels for CPU Vulkan drivers (codegen_spirv/lanes/lane_kernels.py; lavapipe's profile turns
+them on): each forced on and off on every Vulkan device, against numpy, and seen in the SPIR-V."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_wide_buffers_with_texel_reads_keep_vec4_stores(device, texel):
 @pytest.mark.parametrize("shape", [(1, 20, 32), (2, 9, 5)])
 def test_depthwise_conv_taps_carried_in_registers(device, shape):
     """A scalar depthwise convolution's output element is carried in a register across the tap loops
-    (compiler/loop_registers.py, every profile); with loop_vectorize the channel loop runs on vec4."""
+    (compiler/lowering/loop_registers.py, every profile); with loop_vectorize the channel loop runs on vec4."""
     n, hw, c = shape
     text = depthwise_mlir(n, hw, hw, c, bias=False)
     x = RNG.standard_normal((n, hw, hw, c)).astype(np.float32)
@@ -113,8 +113,8 @@ def test_depthwise_conv_taps_carried_in_registers(device, shape):
 
 @pytest.mark.parametrize("cols", [64, 12])
 def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
-    """Eight elements per thread: 32-byte buffer accesses, vec4 math (compiler/split_vectors.py); 12 columns take
-    tiles of 4."""
+    """Eight elements per thread: 32-byte buffer accesses, vec4 math (codegen_spirv/lanes/split_vectors.py); 12 columns
+    take tiles of 4."""
     g = portable.Graph()
     a, bias, c = g.input((48, cols)), g.input((cols,)), g.input((48, cols))
     g.output(g.add(g.mul(g.gelu(g.add(a, bias)), c), 1.5), g.relu(a))
@@ -128,7 +128,7 @@ def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
 @pytest.mark.parametrize("rows,cols", [(64, 1000), (6, 1001)])
 def test_row_loops_vectorized(device, rows, cols):
     """softmax and a layernorm-like chain: one row per thread, column loops on vec4 with vec4 partial sums and
-    maxima (compiler/loop_vectorize.py); 1001 columns stay scalar."""
+    maxima (compiler/lowering/loop_vectorize.py); 1001 columns stay scalar."""
     g = portable.Graph()
     x, gamma = g.input((rows, cols)), g.input((cols,))
     xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
@@ -147,8 +147,8 @@ def test_row_loops_vectorized(device, rows, cols):
 @pytest.mark.parametrize("vectorized", [False, True])
 def test_private_rows_recomputed(device, rows, cols, vectorized):
     """softmax's exp(x - max) and layernorm's x - mean are recomputed where read instead of kept as a private row
-    of the thread (compiler/private_rows.py): no private array of the row's length is left. Row counts that leave
-    threads without a row keep their rows (sized at run time, in loops over the thread's rows)."""
+    of the thread (codegen_spirv/lanes/private_rows.py): no private array of the row's length is left. Row counts that
+    leave threads without a row keep their rows (sized at run time, in loops over the thread's rows)."""
     g = portable.Graph()
     x, gamma, beta = g.input((rows, cols)), g.input((cols,)), g.input((cols,))
     xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
@@ -168,8 +168,8 @@ def test_private_rows_recomputed(device, rows, cols, vectorized):
                                              (16, 2048, False)])
 def test_subgroup_rows(device, rows, cols, wide):
     """softmax, layernorm and a row sum with each subgroup's rows taken one after the other, columns across its
-    lanes, reductions by xor shuffles (compiler/subgroup_rows.py): only where the columns are a multiple of 32
-    up to subgroup_row_columns and every thread has a row. Without wide_buffers too: the rows' 8-element vectors
+    lanes, reductions by xor shuffles (codegen_spirv/lanes/subgroup_rows.py): only where the columns are a multiple of
+    32 up to subgroup_row_columns and every thread has a row. Without wide_buffers too: the rows' 8-element vectors
     are still split into vec4 halves."""
     g = portable.Graph()
     x, gamma, beta = g.input((rows, cols)), g.input((cols,)), g.input((cols,))
@@ -190,7 +190,8 @@ def test_subgroup_rows(device, rows, cols, wide):
 @pytest.mark.parametrize("rows,cols", [(64, 1024), (32, 64), (12, 64), (6, 64), (8, 36)])
 def test_elementwise_rows_per_thread(device, rows, cols):
     """bias + GELU + residual with 4 rows of 8 columns per thread where they divide, the bias read once for the 4
-    rows (compiler/row_vectors.py): a workgroup's row of 128 threads then covers 4 rows (a quarter of the grid)."""
+    rows (codegen_spirv/lanes/row_vectors.py): a workgroup's row of 128 threads then covers 4 rows (a quarter of the
+    grid)."""
     g = portable.Graph()
     x, bias, res = g.input((rows, cols)), g.input((cols,)), g.input((rows, cols))
     g.output(g.add(g.gelu(g.add(x, bias)), res))

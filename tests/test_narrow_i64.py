@@ -1,4 +1,4 @@
-"""int64 on Vulkan devices without 64-bit integers (compiler/narrow_i64.py): computed as int32, converted at the
+"""int64 on Vulkan devices without 64-bit integers (compiler/graph/narrow_i64.py): computed as int32, converted at the
 boundary, checked to fit. Compiled here without the Int64 capability (as for the Mali and Adreno profiles), run on
 this device through a saved and reloaded executable."""
 

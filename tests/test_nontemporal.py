@@ -1,4 +1,4 @@
-"""Streaming stores (compiler/nontemporal.py): which stores take the nontemporal hint, and kernels with the hint
+"""Streaming stores (codegen_opencl/nontemporal.py): which stores take the nontemporal hint, and kernels with the hint
 written as OpenCL C on every OpenCL device whose profile asks for it, against numpy."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 import portable
 from portable import profiles
 from portable.api import CompiledGraph
-from portable.compiler import nontemporal
-from portable.ir.util import find_ops
-from portable.ir.mlir import ir
+from portable.codegen_opencl import nontemporal
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
+from portable.ir.mlir import ir
+from portable.ir.util import find_ops
 
 KERNEL = """
 gpu.module @m {

@@ -1,4 +1,4 @@
-"""Row scales factored out of matmuls (compiler/norm_factor.py): RMSNorm(x) @ W runs as r * (x @ (g * W)), the
+"""Row scales factored out of matmuls (compiler/graph/norm_factor.py): RMSNorm(x) @ W runs as r * (x @ (g * W)), the
 gain folded into the weights while compiling, the row factor in the matmul's epilogue; on every device, against
 numpy."""
 

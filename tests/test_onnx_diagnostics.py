@@ -11,12 +11,14 @@ ort = pytest.importorskip("onnxruntime", reason="the models are checked to run o
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from portable.compiler import locations, pipeline
-from portable.ir.mlir import ir
+from portable.compiler import pipeline
 from portable.errors import CompileError, UnsupportedOp
 from portable.frontend import onnx_decompose
 from portable.frontend.onnx_describe import node_detail
 from portable.frontend.onnx_import import onnx_to_mlir
+from portable.ir import locations
+from portable.ir.mlir import ir
+from portable.profiles import Options
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17):
@@ -118,7 +120,8 @@ def test_compile_stage_failure_names_the_node():
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         with pytest.raises(CompileError, match=r"^stage 'tile-and-map' failed at node 'blk/exp_1': "):
-            pipeline._transform(module, script, "tile-and-map", pipeline.Dumper("0" * 16))
+            c = pipeline.Compilation(module, Options(), ("vulkan",), pipeline.Dumper("0" * 16), stage="tile-and-map")
+            pipeline._transform(c, script)
 
 
 def test_locations_skip_files_and_importer_names():

@@ -1,5 +1,5 @@
-"""f16 matmuls on NVIDIA's OpenCL: the cooperative-matrix strategy (compiler/coop_matrix.py) printed as inline PTX
-`wmma` (codegen_opencl/matrix.py), where the profile says the device's OpenCL C takes PTX (`opencl_asm`).
+"""f16 matmuls on NVIDIA's OpenCL: the cooperative-matrix strategy (compiler/schedule/coop_matrix.py) printed as inline
+PTX `wmma` (codegen_opencl/matrix.py), where the profile says the device's OpenCL C takes PTX (`opencl_asm`).
 
 No device here runs PTX (PoCL compiles for the CPU), so these tests check what is generated and when it is
 chosen; the H200 runs it through `portable bench`, which compares the output with numpy before timing
@@ -14,15 +14,20 @@ import pytest
 import portable
 from portable import profiles
 from portable.codegen_opencl import emit_opencl
-from portable.compiler import coop_matrix
-from portable.ir.mlir import ir
 from portable.compiler.pipeline import compile_module
+from portable.compiler.schedule import coop_matrix
 from portable.errors import UnsupportedOp
+from portable.ir.mlir import ir
+
+
+def _tiles(opts, *shape):
+    return coop_matrix.tiles(profiles.Options.of(opts), *shape)
+
 
 # The profile's large tiles at every shape here (coop_small_tiles off; the choice: test_coop_matrix.py).
 NVIDIA = dict(profiles.codegen_options(profiles.all_profiles()["nvidia"]), coop_small_tiles=())
 UNSTAGED = dict(NVIDIA, coop_stage_k=0)
-(WG_M, WG_N), (SG_M, SG_N) = coop_matrix.tiles(NVIDIA)
+(WG_M, WG_N), (SG_M, SG_N) = _tiles(NVIDIA)
 COOP_WORKGROUP = (32 * (WG_N // SG_N), WG_M // SG_M, 1)
 FRAGMENTS = (SG_M // 16) * (SG_N // 16)  # accumulators per subgroup
 

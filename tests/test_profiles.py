@@ -143,7 +143,7 @@ def test_a_value_of_the_wrong_type_is_refused(tmp_path, text, key, expected):
 def test_a_valid_file_outside_devices_loads(tmp_path):
     prof = profiles.load(_write(tmp_path, "[codegen]\nsubgroup_reduce = \"varying\"\nthread_tile = [2, 2]\n"))
     assert prof.codegen.subgroup_reduce == "varying" and prof.codegen.thread_tile == (2, 2)
-    assert profiles.codegen_options(prof)["thread_tile"] == [2, 2]
+    assert profiles.codegen_options(prof)["thread_tile"] == (2, 2)
 
 
 @pytest.mark.parametrize("name", ["nvidia", "lavapipe", "pocl"])
@@ -419,7 +419,7 @@ def test_pocl_tile_follows_the_host_vector_width(lanes, tile):
     prof = profiles.all_profiles()["pocl"]
     live = dataclasses.replace(info("pthread-haswell-AMD EPYC", "Portable Computing Language", 0x1006, "opencl",
                                     device_type="cpu"), limits={"native_float_vector_width": lanes})
-    assert profiles.codegen_options(prof, live)["thread_tile"] == tile
+    assert profiles.codegen_options(prof, live)["thread_tile"] == tuple(tile)
 
 
 @pytest.mark.parametrize("cache,threshold", [(32 << 20, 32 << 20), (256 << 20, 256 << 20), (0, 32 << 20)])

@@ -1,4 +1,4 @@
-"""Elementwise kernels computed again inside the small reductions that read them (compiler/reduction_inputs.py):
+"""Elementwise kernels computed again inside the small reductions that read them (compiler/graph/reduction_inputs.py):
 attention's scores over a KV cache read the cache with this step's k written in (also an output) and a scaled q;
 both are computed inside the scores kernel, which then depends on nothing computed in the step. Checked on every
 device against numpy; the kernel count and dependency depth on GPU and CPU profiles."""
@@ -127,14 +127,14 @@ func.func @main(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>) -> (tensor<8x32xf32
 def test_matmuls_keep_plain_operands():
     """A matmul whose B rows run along n keeps its register-blocked strategies: its scaled x (also an output)
     stays a kernel it reads, not a computation inside it; the scores' cache write does go inside them."""
+    from portable.compiler.graph.reduction_inputs import fuse_into_reductions
     from portable.ir.mlir import ir
-    from portable.compiler.reduction_inputs import fuse_into_reductions
 
     with ir.Context():
         for text, fused in ((PRODUCT, 0), (SCORES, 1)):
             module = ir.Module.parse(text)
             func = module.body.operations[0]
-            assert fuse_into_reductions(func, {"reduction_threads": 64}) == fused
+            assert fuse_into_reductions(func, profiles.Options(reduction_threads=64)) == fused
             assert module.operation.verify()
 
 
@@ -170,12 +170,12 @@ def test_a_producer_read_by_extract_stays_when_it_would_leave_a_loop_unbound():
     """ArgMax with select_last_index reads its row reversed through tensor.extract (no operand). Computed inside
     the max, that row would leave the op no operand spanning the reduced loop, and MLIR crashed on the result
     (a segfault in canonicalize, found by the conformance run for the nvidia profile): it stays a kernel."""
+    from portable.compiler.graph.reduction_inputs import fuse_into_reductions
     from portable.ir.mlir import ir
-    from portable.compiler.reduction_inputs import fuse_into_reductions
 
     with ir.Context():
         module = ir.Module.parse(REVERSED_MAX)
-        assert fuse_into_reductions(module.body.operations[0], {"reduction_threads": 64}) == 0
+        assert fuse_into_reductions(module.body.operations[0], profiles.Options(reduction_threads=64)) == 0
         assert module.operation.verify()
     exe = compile_module(REVERSED_MAX, profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
     assert len(exe.dispatches) >= 1

@@ -1,10 +1,10 @@
-"""compiler/row_columns.py on hand-written kernels: which row kernels it regroups into vector accesses, and which
-it must leave alone because a column's value would depend on where the other columns went."""
+"""compiler/lowering/row_columns.py on hand-written kernels: which row kernels it regroups into vector accesses, and
+which it must leave alone because a column's value would depend on where the other columns went."""
 
 from __future__ import annotations
 
+from portable.compiler.lowering.row_columns import regroup_columns
 from portable.ir.mlir import ir
-from portable.compiler.row_columns import regroup_columns
 
 KERNEL = """
 module attributes {{gpu.container_module}} {{

@@ -1,4 +1,4 @@
-"""Row chains (compiler/row_chains.py): softmax and layernorm as one kernel on profiles that allow it, and the
+"""Row chains (compiler/dispatch/row_chains.py): softmax and layernorm as one kernel on profiles that allow it, and the
 multi-kernel form where the rows do not fit or the profile shares reductions over a workgroup."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_workgroup_profiles_fall_back(device, tmp_path):
     g, shapes = _softmax(3, 4097)
     exe = _run(g, shapes, device, tmp_path, reduction_threads=64)
     # The max, the exponentials and the sum (with the division) are kernels of their own; the scaling is
-    # computed again inside the max (compiler/reduction_inputs.py) and, in place, before the exponentials.
+    # computed again inside the max (compiler/graph/reduction_inputs.py) and, in place, before the exponentials.
     assert len(exe.kernels) >= 3
     assert any(k.workgroup_size == (64, 1, 1) for k in exe.kernels)
 
@@ -156,9 +156,9 @@ def test_short_rows_with_the_nvidia_row_options(device, tmp_path, family, cols):
                                               (4096 + 2, 128, 1), (2 * 4096, 384, 1)])
 def test_short_rows_run_serially(device, tmp_path, family, rows, cols, serial):
     """With `row_workgroup_columns` (the nvidia profile's 384), a workgroup takes short rows one after the other
-    until they cover that many columns (compiler/serial_rows.py), where the rows divide and the grid keeps
+    until they cover that many columns (compiler/schedule/serial_rows.py), where the rows divide and the grid keeps
     tiles.SERIAL_ROWS_MIN_GRID workgroups; under the nvidia profile's row options, run and checked here."""
-    from portable.compiler import tiles
+    from portable.compiler.strategy import tiles
 
     assert tiles.SERIAL_ROWS_MIN_GRID == 4096  # the shapes above are chosen around it
     live, opts = _options(device)

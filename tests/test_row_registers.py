@@ -1,9 +1,9 @@
-"""compiler/row_registers.py on hand-written kernels: what it keeps in registers, and what it must leave alone."""
+"""compiler/lowering/row_registers.py on hand-written kernels: what it keeps in registers, and what it must leave alone."""
 
 from __future__ import annotations
 
+from portable.compiler.lowering.row_registers import keep_rows_in_registers
 from portable.ir.mlir import ir
-from portable.compiler.row_registers import keep_rows_in_registers
 
 KERNEL = """
 module attributes {{gpu.container_module}} {{

@@ -1,4 +1,5 @@
-"""Kernels over tensors larger than a device binds at once run in chunks (compiler/split.py): several dispatches
+"""Kernels over tensors larger than a device binds at once run in chunks (compiler/dispatch/split.py): several
+dispatches
 of one kernel, each binding a byte range of the big buffers, which live whole in one pool block. Forced on with
 a small `max_bind_bytes` on every device; for real on lavapipe (maxStorageBufferRange 128 MiB); and where no
 loop allows it, OutOfDeviceMemory names the buffer, its size and the limit. A chunked tensor above one allocation

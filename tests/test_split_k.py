@@ -1,4 +1,4 @@
-"""Matmuls with few outputs split along K into partial sums (compiler/split_k.py), on every device."""
+"""Matmuls with few outputs split along K into partial sums (compiler/graph/split_k.py), on every device."""
 
 import numpy as np
 import pytest

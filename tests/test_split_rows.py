@@ -1,4 +1,4 @@
-"""Row reductions with too few rows for the device, split along the row (compiler/split_rows.py): each row's
+"""Row reductions with too few rows for the device, split along the row (compiler/graph/split_rows.py): each row's
 slices reduce in workgroups of their own, a small kernel combines the partials, the elementwise ops run over the
 slices, reading the chain's inputs again instead of rows an earlier kernel wrote."""
 
@@ -8,7 +8,7 @@ import pytest
 from test_row_fusion import BUILD, _run
 
 import portable
-from portable.compiler import split_rows
+from portable.compiler.graph import split_rows
 
 # Rows of 64 threads each, in workgroup memory as on a GPU profile; 64 rows' worth of threads fill this pretend
 # device.

@@ -295,7 +295,7 @@ def test_strategy_the_transform_cannot_carry_out_falls_back(device):
                                                           ((128, 64, 64), (64, 64), 16, (4, 4)),
                                                           ((32, 256, 64), (32, 32), 64, (8, 2))])
 def test_matmul_promoted_to_workgroup_memory(device, tmp_path, mkn, tile, k_step, thread_tile):
-    """Operand tiles staged through workgroup memory (compiler/promotion.py): K steps, copies spread over the
+    """Operand tiles staged through workgroup memory (compiler/schedule/promotion.py): K steps, copies spread over the
     threads, accumulators carried in registers across steps, next step's loads issued before this step's math."""
     m, k, n = mkn
     g = portable.Graph()
@@ -399,8 +399,8 @@ def test_matmul_promotion_needs_dividing_tiles(device, tmp_path):
 def test_promoted_tile_candidates_keep_the_gpu_busy(mnk, expected):
     """The first candidate that divides the matmul and still gives matmul_promote_min_workgroups workgroups; a
     matmul the tiles do not divide is not promoted."""
-    from portable.compiler.linalg_info import OpKind
-    from portable.compiler.strategy import choose
+    from portable.compiler.strategy.choice import choose
+    from portable.ir.linalg_info import OpKind
 
     profile = {"vectorize": True, "matmul_promote_tiles": [[128, 64, 16, 4], [64, 64, 8, 4]],
                "matmul_promote_min_workgroups": 264, "matmul_promote_k": 32, "shared_memory_bytes": 49152}

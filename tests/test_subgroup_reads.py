@@ -1,5 +1,5 @@
-"""Matmul operand reads shared across a subgroup by shuffles (compiler/subgroup_reads.py; lavapipe's profile picks
-it): forced on every Vulkan device with that device's subgroup size, against numpy."""
+"""Matmul operand reads shared across a subgroup by shuffles (codegen_spirv/lanes/subgroup_reads.py; lavapipe's profile
+picks it): forced on every Vulkan device with that device's subgroup size, against numpy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small-window reductions unrolled into elementwise ops (compiler/windows.py, profile `window_taps`): forced on
+"""Small-window reductions unrolled into elementwise ops (compiler/graph/windows.py, profile `window_taps`): forced on
 for every device here (the CPU profiles leave it off), against numpy and against the same graph compiled
 without it; and the IR it makes."""
 
@@ -12,11 +12,11 @@ from conftest import depthwise_mlir
 
 from portable import profiles
 from portable.api import CompiledGraph
-from portable.compiler import windows
-from portable.compiler.linalg_info import iterator_types
-from portable.ir.mlir import ir
+from portable.compiler.graph import windows
 from portable.compiler.pipeline import compile_module
 from portable.devices import open_device
+from portable.ir.linalg_info import iterator_types
+from portable.ir.mlir import ir
 
 RNG = np.random.default_rng(11)
 

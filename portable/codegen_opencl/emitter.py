@@ -276,7 +276,7 @@ class Emitter:
         name = self.fresh(prefix)
         element = "uchar" if T.is_i1(t.element_type) else self.ct(t.element_type)
         # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
-        # accesses (workgroup tiles of compiler/promotion.py); 32 where matrix fragments are loaded (wmma.load).
+        # accesses (workgroup tiles of compiler/schedule/promotion.py); 32 where matrix fragments are loaded (wmma.load).
         encoding, align = "", 16
         if space == "workgroup" and matrix.reads_fragments(value):
             align = 32
@@ -413,7 +413,7 @@ def _gpu_id(em: Emitter, op) -> None:
 
 def _barrier(em: Emitter, op) -> None:
     # A barrier that only orders workgroup memory (`memfence [#gpu.address_space<workgroup>]`, set where the
-    # compiler knows, e.g. compiler/promotion.py's K steps) needs no global fence.
+    # compiler knows, e.g. compiler/schedule/promotion.py's K steps) needs no global fence.
     spaces = str(op.attributes["address_spaces"]) if "address_spaces" in op.attributes else ""
     local_only = spaces and all("workgroup" in s for s in spaces.strip("[]").split(","))
     em.line("barrier(CLK_LOCAL_MEM_FENCE);" if local_only else "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")

@@ -1,4 +1,4 @@
-"""gpu.subgroup_mma_* (16x16x16 matrix fragments, compiler/coop_matrix.py) as inline PTX `wmma`.
+"""gpu.subgroup_mma_* (16x16x16 matrix fragments, compiler/schedule/coop_matrix.py) as inline PTX `wmma`.
 
 OpenCL C has no matrix types. NVIDIA's OpenCL compiler takes inline PTX (profile `opencl_asm = "ptx"`), and
 PTX's warp-level `wmma` instructions are the same fragments the gpu dialect has: a subgroup of 32 loads,
@@ -182,7 +182,7 @@ def constant(em, op) -> None:
 
 
 def elementwise(em, op) -> None:
-    """The one elementwise op on fragments the compiler makes (compiler/coop_narrow.py): an f32 accumulator rounded
+    """The one elementwise op on fragments the compiler makes (compiler/schedule/coop_narrow.py): an f32 accumulator rounded
     to f16. wmma's f32 and f16 accumulators hold the same elements in the same order (eight floats; four
     registers of two halves, the lower half first), so each pair of floats becomes one register."""
     _check(em, op)

@@ -94,7 +94,7 @@ def store(mem: Mem, idx: str, x: str) -> str:
 
 def vstore(mem: Mem, n: int, idx: str, x: str, aligned: str | None = None, streaming: bool = False) -> str:
     """The statement storing the n-lane register vector x at linear offset idx, contiguously (`aligned`: as in
-    vload). `streaming` (a nontemporal store, compiler/nontemporal.py) needs the aligned address: clang's
+    vload). `streaming` (a nontemporal store, codegen_opencl/nontemporal.py) needs the aligned address: clang's
     builtin becomes an aligned nontemporal store (movntps faults on an unaligned one)."""
     if mem.encoding == "bits16":
         return vstore(_halves(mem), n, idx, x)

@@ -12,6 +12,7 @@ from ..errors import CompileError, UnsupportedOp
 from ..ir.mlir import gpu, ir, passmanager
 from ..ir.patterns import apply_patterns
 from ..ir.util import find_ops
+from ..profiles import Options
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
 from .f16_storage import f16_registers_as_f32, i16_registers_as_i32
@@ -30,21 +31,21 @@ from .texel_reads import texel_reads
 from .vector_buffers import vectorize_buffers
 
 
-def target_env_options(profile: dict) -> str:
+def target_env_options(o: Options) -> str:
     """Options for `spirv-attach-target`, from the profile's SPIR-V version, capabilities and extensions."""
-    ver = profile.get("spirv_version", "v1.3")
-    caps = profile.get("spirv_caps", ["Shader"])
-    exts = profile.get("spirv_exts", ["SPV_KHR_storage_buffer_storage_class"])
+    ver = o.spirv_version or "v1.3"
+    caps = ("Shader",) if o.spirv_caps is None else o.spirv_caps
+    exts = ("SPV_KHR_storage_buffer_storage_class",) if o.spirv_exts is None else o.spirv_exts
     opts = [f"ver={ver}", f"caps={','.join(caps)}"]
     if exts:
         opts.append(f"exts={','.join(exts)}")
     return " ".join(opts)
 
 
-def _with_subgroup_size(target: ir.Attribute, profile: dict) -> ir.Attribute:
+def _with_subgroup_size(target: ir.Attribute, o: Options) -> ir.Attribute:
     """The target environment with the device's subgroup size (GPUToSPIRV lowers a gpu.shuffle only over a whole
     subgroup, by default 32 lanes; lavapipe's are 8): spirv-attach-target has no option for it."""
-    size = int(profile.get("subgroup_size") or 0)
+    size = o.subgroup_size or 0
     text = str(target)
     if not size or "#spirv.resource_limits<>" not in text:
         return target
@@ -61,19 +62,19 @@ def _subgroup_reductions_non_uniform(gm: ir.Operation) -> None:
             del op.attributes["uniform"]
 
 
-def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], profile: dict,
+def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], o: Options,
                           dump=None, access: tuple[str, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`), and the bindings it reads as
     uniform texel buffers (texel_reads.py; empty unless the profile asks for them)."""
     if "gpu.subgroup_mma" in gpu_module_asm:
         # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
         # devices accept: it needs Vulkan 1.3).
-        profile = dict(profile, spirv_version="v1.6")
-    caps = list(profile.get("spirv_caps", ["Shader"]))
+        o = o.replace(spirv_version="v1.6")
+    caps = list(("Shader",) if o.spirv_caps is None else o.spirv_caps)
     f16_storage_only, i16_storage_only = _storage_only_types(gpu_module_asm, caps)
     # The conversion needs the narrow types in its target to keep them on the buffers; the capabilities leave the
     # binary after it (f16_storage.py).
-    profile = dict(profile, spirv_caps=caps + ["Float16"] * f16_storage_only + ["Int16"] * i16_storage_only)
+    o = o.replace(spirv_caps=tuple(caps + ["Float16"] * f16_storage_only + ["Int16"] * i16_storage_only))
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
@@ -104,14 +105,14 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             allocs_to_private(gmod)
             expand_absi(gmod)
             saturate_shifts(gmod)
-            if profile.get("sext_via_shifts"):
+            if o.sext_via_shifts:
                 sign_extend_by_shifts(gmod)
             vectorize_buffers(gmod)
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(convert-vector-to-scf{full-unroll=true target-rank=0}))"
             ).run(module.operation)
             apply_patterns(module, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
-            bools_as_bytes(gmod, "StorageBuffer8BitAccess" in profile.get("spirv_caps", ()))
+            bools_as_bytes(gmod, "StorageBuffer8BitAccess" in o.spirv_caps)
             f64_math_in_f32(gmod)
             expand_erf(gmod)
             accurate_log1p_expm1(gmod)
@@ -119,12 +120,12 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             remf_by_infinity(gmod)
             narrow_float_to_int_via_i32(gmod)
             passmanager.PassManager.parse(
-                f"builtin.module(spirv-attach-target{{{target_env_options(profile)}}})").run(module.operation)
+                f"builtin.module(spirv-attach-target{{{target_env_options(o)}}})").run(module.operation)
             # The math/ub conversions read the target (which types and capabilities exist) from a
             # `spirv.target_env` attribute; without it they assume a bare Vulkan 1.0 device, emulate f16 in
             # f32 and leave f64 ops alone.
             gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
-            target = _with_subgroup_size(ir.ArrayAttr(gm.attributes["targets"])[0], profile)
+            target = _with_subgroup_size(ir.ArrayAttr(gm.attributes["targets"])[0], o)
             gm.attributes["targets"] = ir.ArrayAttr.get([target])
             gm.attributes["spirv.target_env"] = target
             # BF16_TO_F32: f16/bf16 math functions and bf16 arithmetic compute in f32 (f16 transcendentals are
@@ -154,11 +155,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
-        _pin_version(module, profile.get("spirv_version", "v1.3"))
+        _pin_version(module, o.spirv_version or "v1.3")
         _decorate_buffers(module, access)
         _barriers_cover_buffers(module, local_only)
-        texels = texel_reads(module, access, int(profile.get("max_texel_buffer_elements", 65536))) \
-            if profile.get("texel_reads") else ()
+        texels = texel_reads(module, access, o.max_texel_buffer_elements or 65536) if o.texel_reads else ()
         if dump:
             dump("spirv-dialect", str(module))
         # gpu-module-to-binary serializes the spirv.module nested in the gpu.module that carries the target.

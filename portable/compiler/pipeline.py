@@ -1,57 +1,61 @@
-"""The compile pipeline as named stages, each dumpable with PORTABLE_DUMP=dir.
+"""The compile pipeline: `STAGES`, an ordered list of named stages, each a function that rewrites the module of one
+`Compilation` in place (or, for the last two, reads it into a plan and kernels). PORTABLE_DUMP=dir writes the module
+after every stage, named by it (PORTABLE_DUMP_STAGES=a,b: those stages only).
 
-  input -> preprocess -> dispatch -> tile-and-map -> outline -> lower-kernels -> plan + codegen (SPIR-V, OpenCL C)
+  parse -> named-ops -> signature -> preprocess -> ... graph rewrites ... -> dispatch -> tile-and-map -> outline
+  -> ... kernel lowering ... -> plan -> codegen (SPIR-V words, OpenCL C: the only text)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cache, config
+from ..codegen_opencl import nontemporal
+from ..codegen_spirv.lanes import lane_kernels
+from ..codegen_spirv.lanes.row_vectors import row_tiles_ok
+from ..codegen_spirv.lanes.split_vectors import plain_elementwise
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
+from ..ir import locations
+from ..ir.linalg_info import OpKind, classify
 from ..ir.mlir import ir, passmanager
 from ..ir.patterns import apply_patterns
-from . import (
+from ..ir.util import find_ops
+from ..profiles import Options
+from . import plan
+from .dispatch import groups as dispatch
+from .dispatch import split
+from .graph import (
     arg_reductions,
-    barriers,
-    constant_init,
     conv_gemm,
-    coop_matrix,
-    coop_narrow,
-    coop_staging,
-    dispatch,
-    grid_stride,
-    lane_kernels,
-    locations,
-    loop_registers,
-    loop_vectorize,
     named_ops,
     narrow_i64,
-    nontemporal,
-    plan,
-    promotion,
     reduction_inputs,
     rewrites,
-    row_columns,
-    row_registers,
-    serial_rows,
-    split,
     split_k,
     split_rows,
-    strategy,
-    subgroup_reduce,
-    transform_script,
     unfuse,
     widen_f16,
     windows,
 )
-from .linalg_info import OpKind, classify
-from .row_vectors import row_tiles_ok
-from .split_vectors import plain_elementwise
-from .tensor_slices import insert_slices_to_generics
+from .graph.tensor_slices import insert_slices_to_generics
+from .lowering import barriers, constant_init, loop_registers, loop_vectorize, row_columns, row_registers
+from .schedule import (
+    coop_matrix,
+    coop_narrow,
+    coop_staging,
+    grid_stride,
+    promotion,
+    serial_rows,
+    subgroup_reduce,
+    transform_script,
+)
+from .strategy import choice as strategy
 
 # Counts real compilations (not cache hits): tests use it to prove a warm start does no MLIR work.
 COMPILE_COUNT = 0
@@ -59,10 +63,13 @@ COMPILE_COUNT = 0
 FRONTEND_PATHS = "portable.onnx_paths"  # module attribute set by frontend/onnx_decompose.py
 
 PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
+CLEAN = "builtin.module(canonicalize,cse)"
+GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)"
 OUTLINE = ("builtin.module(func.func(convert-linalg-to-loops),canonicalize,cse,gpu-launch-sink-index-computations,"
            "gpu-kernel-outlining)")
 LOWER_KERNELS = ("builtin.module(gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine),"
                  "canonicalize,cse)")
+LICM = "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))"
 
 
 class Dumper:
@@ -89,48 +96,172 @@ class Dumper:
         return str(p) if p else None
 
 
-def _run(module: ir.Module, pipeline: str, stage: str, dump: Dumper) -> None:
+@dataclass
+class Compilation:
+    """What the stages share: the module they rewrite in place, the options and targets they read, and what the
+    graph-level stages hand to the plan (the int64 / f16 arguments retyped, dispatch groups and strategies)."""
+
+    module: ir.Module
+    options: Options
+    targets: tuple[str, ...]
+    dump: Dumper
+    stage: str = ""
+    narrowed: tuple[list[int], list[int]] = ([], [])
+    widened: tuple[list[int], list[int]] = ([], [])
+    pristine: ir.Operation | None = None  # the module before dispatch formation, for the plain fallback
+    plain: bool = False  # strategies are the plain fallback's (no row chains, no vector registers)
+    groups: list = field(default_factory=list)
+    splits: list = field(default_factory=list)
+    strategies: list = field(default_factory=list)
+    builder: plan.PlanBuilder | None = None
+    kernels: list[Kernel] = field(default_factory=list)
+    index: dict = field(default_factory=dict)
+
+    @property
+    def func(self) -> ir.Operation:
+        return public_func(self.module)
+
+    def passes(self, pipeline: str) -> None:
+        """Run an upstream pass pipeline on the module; a failure names the stage and dumps the module."""
+        try:
+            passmanager.PassManager.parse(pipeline).run(self.module.operation)
+        except ir.MLIRError as e:
+            path = self.dump.failure(self.stage, self.module)
+            raise CompileError(f"stage '{self.stage}' failed{locations.of_error(e)}: {e}", stage=self.stage,
+                               dump_path=path) from e
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A named step: `run(c)` rewrites `c.module` in place and returns whether it changed it (None: it may have);
+    the module is dumped under the stage's name after every run that may have changed it."""
+
+    name: str
+    run: Callable[[Compilation], bool | None]
+    dumps_module: bool = True
+
+
+def _passes_if(pipeline: str, rewrite: Callable[[Compilation], object]) -> Callable[[Compilation], bool]:
+    """A stage: `rewrite`, then `pipeline` where it rewrote anything."""
+    def run(c: Compilation) -> bool:
+        if not rewrite(c):
+            return False
+        c.passes(pipeline)
+        return True
+
+    return run
+
+
+def _named_ops(c: Compilation) -> bool:
+    _frontend_paths(c.module, c.dump)
+    return named_ops.decompose(c.module)  # softmax, pack, unpack: into ops PREPROCESS generalizes
+
+
+def _signature(c: Compilation) -> bool:
+    fn = c.func
+    _check_signature(fn)
+    _name_as_identifier(c.module, fn)
+    return False
+
+
+def _narrow_i64(c: Compilation) -> bool:
+    if "vulkan" not in c.targets or "Int64" in (c.options.spirv_caps or ("Shader",)):
+        return False
+    c.narrowed = narrow_i64.demote_i64(c.func)  # no 64-bit integers on the device
+    c.passes(CLEAN)
+    return True
+
+
+def _widen_f16(c: Compilation) -> bool:
+    if "vulkan" not in c.targets or "StorageBuffer16BitAccess" in (c.options.spirv_caps or ("Shader",)):
+        return False
+    widened = widen_f16.promote_f16(c.func)  # no 16-bit loads or stores on the device
+    if widened is None:
+        return False
+    c.widened = widened
+    c.passes(CLEAN)
+    return True
+
+
+def _insert_slices(c: Compilation) -> None:
+    # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
+    insert_slices_to_generics(c.func)
+
+
+def _conv_gemm(c: Compilation) -> bool:
+    if not c.options.im2col_max_bytes:
+        return False
+    conv_gemm.convs_to_matmul(c.func, c.options.im2col_max_bytes, c.options.conv_pixel_multiple or 0)
+    return True
+
+
+def _rewrites(c: Compilation) -> None:
+    o = c.options
+    rewrites.apply(c.func, vector_gathers=bool(o.vectorize_gathers), recompute=bool(o.reduction_threads))
+    arg_reductions.arg_reductions(c.func, split=bool(o.reduction_threads))
+    c.passes(GENERALIZE)
+
+
+def _dispatch(c: Compilation) -> None:
+    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`_tile_and_map`)."""
+    c.pristine = c.module.operation.clone()  # in memory: no printing and parsing of the weights
     try:
-        passmanager.PassManager.parse(pipeline).run(module.operation)
-    except ir.MLIRError as e:
-        path = dump.failure(stage, module)
-        raise CompileError(f"stage '{stage}' failed{locations.of_error(e)}: {e}", stage=stage, dump_path=path) from e
-    dump(stage, module)
+        _form(c, plain=False)
+    except CompileError:
+        c.module = c.pristine
+        _form(c, plain=True)
 
 
-def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper, plain: bool):
-    """Dispatch formation, a strategy per group, and the transform script that tiles, bufferizes and maps
-    them: (groups, splits, strategies). `plain`: no row chains, no vector registers (the fallback)."""
+def _tile_and_map(c: Compilation) -> None:
+    """The transform script that tiles, bufferizes and maps every group. A strategy the transform dialect cannot
+    carry out on this shape (e.g. a fused op folded away while a handle still tracks it) falls back to plain ones:
+    scalar per-thread tiles and no row chains, formed again from the module as it was before dispatch formation
+    (a failed run leaves it half rewritten)."""
+    if c.plain:
+        _map(c)
+        return
+    try:
+        _map(c)
+    except CompileError:
+        c.module = c.pristine
+        _form(c, plain=True)
+        c.dump("dispatch", c.module)
+        _map(c)
+
+
+def _form(c: Compilation, plain: bool) -> None:
+    """Dispatch groups, splits and strategies (`plain`: no row chains, no vector registers: the fallback)."""
+    c.plain = plain
+    o, targets = c.options, c.targets
     if plain:
-        profile = dict(profile, row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
-    groups = dispatch.form_groups(public_func(module), profile,
-                                  narrowing=lambda g: coop_matrix.eligible(g, profile, targets))
+        o = o.replace(row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
+    groups = dispatch.form_groups(c.func, o, narrowing=lambda g: coop_matrix.eligible(g, o, targets))
     # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
-    groups, splits = split.split_groups(public_func(module), groups, int(profile.get("max_bind_bytes") or 0),
-                                        int(profile.get("bind_offset_alignment") or split.DEFAULT_OFFSET_ALIGNMENT))
+    groups, splits = split.split_groups(c.func, groups, o.max_bind_bytes or 0,
+                                        o.bind_offset_alignment or split.DEFAULT_OFFSET_ALIGNMENT)
     strategies = []
     for g in groups:
         t = classify(g.target)
-        if coop_matrix.eligible(g, profile, targets):
-            wg, sg = coop_matrix.group_tiles(g, profile)
+        if coop_matrix.eligible(g, o, targets):
+            wg, sg = coop_matrix.group_tiles(g, o)
             # The fallback (plain) keeps fragments loaded from global memory: fewer transforms to fail.
             staged = not plain and coop_staging.applies(g)
-            kt, nbuf = coop_staging.stage_k(profile, classify(g.root).ranges[2], (wg, sg)) if staged else (0, 1)
+            kt, nbuf = coop_staging.stage_k(o, classify(g.root).ranges[2], (wg, sg)) if staged else (0, 1)
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
             continue
         kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
-        gp = profile
-        if int(profile.get("elementwise_per_thread", 1)) > 4 and profile.get("wide_buffers") and \
+        gp = o
+        if (o.elementwise_per_thread or 1) > 4 and o.wide_buffers and \
                 not plain_elementwise([g.target] + g.fused()):
-            gp = dict(profile, elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
-        if "opencl" in targets and int(profile.get("matmul_k_tile", 0)) > 16:
-            gp = dict(gp, matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
-        if int(profile.get("elementwise_rows_per_thread", 1)) > 1 and \
+            gp = o.replace(elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
+        if "opencl" in targets and (o.matmul_k_tile or 0) > 16:
+            gp = gp.replace(matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
+        if (o.elementwise_rows_per_thread or 1) > 1 and \
                 ("opencl" in targets or not row_tiles_ok([g.target] + g.fused())):
-            gp = dict(gp, elementwise_rows_per_thread=1)  # 2-d tiles unrolled for SPIR-V only (row_vectors.py)
+            gp = gp.replace(elementwise_rows_per_thread=1)  # 2-d tiles unrolled for SPIR-V only (row_vectors.py)
         s = strategy.choose(kind, gp, g.kind)
         if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
-            s = strategy.choose(kind, dict(gp, matmul_promote_tile=None, matmul_promote_tiles=[]), g.kind)
+            s = strategy.choose(kind, gp.replace(matmul_promote_tile=None, matmul_promote_tiles=()), g.kind)
         if s.vectorize and kind.kind == "elementwise" and "vulkan" in targets and _rows_per_thread(s) > 1 and \
                 not row_tiles_ok([g.target] + g.fused()):
             # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
@@ -140,10 +271,15 @@ def _form_and_map(module: ir.Module, profile: dict, targets: tuple[str, ...], du
             s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
                                     root_col_split=(0, 0, 1), promote_k=0)
         strategies.append(s)
-    dump("dispatch", module)
-    _tile_and_map(module, transform_script.build(groups, strategies, [classify(g.target).ranges for g in groups]),
-                  dump)
-    return groups, splits, strategies
+    c.groups, c.splits, c.strategies = groups, splits, strategies
+
+
+def _map(c: Compilation) -> None:
+    _transform(c, transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups]))
+    transform_script.hoist_step_barriers(c.module)
+    subgroup_reduce.lower_combines(c.module)
+    serial_rows.run_rows_serially(c.module)
+    grid_stride.run_grid_stride(c.module)
 
 
 def _rows_per_thread(s: strategy.Strategy) -> int:
@@ -154,26 +290,147 @@ def _rows_per_thread(s: strategy.Strategy) -> int:
     return n
 
 
-def _tile_and_map(module: ir.Module, script: str, dump: Dumper) -> None:
-    _transform(module, script, "tile-and-map", dump)
-    transform_script.hoist_step_barriers(module)
-    subgroup_reduce.lower_combines(module)
-    serial_rows.run_rows_serially(module)
-    grid_stride.run_grid_stride(module)
-
-
-def _transform(module: ir.Module, script: str, stage: str, dump: Dumper) -> None:
-    """Run a transform script on the module, then drop it."""
-    dump(f"{stage}-script", script)
+def _transform(c: Compilation, script: str) -> None:
+    """Run a transform script on the module, then drop it (the script is dumped as `<stage>-script`)."""
+    c.dump(f"{c.stage}-script", script)
+    module = c.module
     body = module.body
     for op in ir.Module.parse(script).body.operations:
         body.append(op.operation.clone())
     module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-    _run(module, "builtin.module(transform-interpreter,canonicalize,cse)", stage, dump)
+    c.passes("builtin.module(transform-interpreter,canonicalize,cse)")
     for op in list(module.body.operations):
         if op.operation.name == "transform.named_sequence":
             op.operation.erase()
     del module.operation.attributes["transform.with_named_sequence"]
+
+
+def _coop_staging(c: Compilation) -> bool:
+    if not any(s.coop and s.promote_k for s in c.strategies):
+        return False
+    coop_staging.after_outline(c.module)
+    return True
+
+
+def _vector_to_mma(c: Compilation) -> bool:
+    if not any(s.coop for s in c.strategies):
+        return False
+    c.passes(coop_matrix.CONVERT)
+    return True
+
+
+def _coop_narrow(c: Compilation) -> bool:
+    if not (any(s.coop for s in c.strategies) and coop_narrow.narrow_fragments(c.module)):
+        return False
+    c.passes(CLEAN)  # (on views folded away)
+    return True
+
+
+def _row_registers(c: Compilation) -> bool:
+    if not c.options.row_registers:
+        return False
+    row_registers.keep_rows_in_registers(c.module, c.options.row_registers)
+    return True
+
+
+def _unroll_steps(c: Compilation) -> bool:
+    if not any(s.promote_k and not s.coop for s in c.strategies):
+        return False
+    promotion.hoist_accumulators(c.module)
+    _transform(c, promotion.unroll_script(c.module))
+    return True
+
+
+def _loop_registers(c: Compilation) -> None:
+    loop_registers.carry_all(c.module)
+    constant_init.forward_fills(c.module)
+    barriers.relax_barriers(c.module)
+    c.passes(CLEAN)
+
+
+def _forward_own_writes(c: Compilation) -> None:
+    constant_init.forward_own_writes(c.module)  # matmul epilogues' reads of the outputs just written
+
+
+def _row_columns(c: Compilation) -> bool:
+    if (c.options.row_vector_columns or 0) <= 1:
+        return False
+    row_columns.regroup_columns(c.module, c.options.row_vector_columns)  # on the row kernels' final, folded indices
+    c.passes(CLEAN)
+    return True
+
+
+def _plan(c: Compilation) -> bool:
+    c.builder = plan.PlanBuilder(c.module, c.func)
+    c.builder.build()
+    if c.splits and len(c.builder.launches) != len(c.groups):
+        raise CompileError(f"{len(c.groups)} dispatch groups became {len(c.builder.launches)} kernel launches; "
+                           f"the plan of kernels run in chunks needs one launch per group", stage="plan")
+    return False
+
+
+def _codegen(c: Compilation) -> bool:
+    c.kernels, c.index = codegen(c.module, c.options, c.targets, c.dump)
+    return False
+
+
+STAGES: list[Stage] = [
+    # Graph level: linalg on tensors.
+    Stage("named-ops", _named_ops),
+    Stage("signature", _signature),
+    Stage("preprocess", lambda c: c.passes(PREPROCESS)),
+    Stage("narrow-i64", _narrow_i64),
+    Stage("widen-f16", _widen_f16),
+    Stage("insert-slices", _insert_slices),
+    # Producers fused into convolutions (squeeze-and-excitation's scale) leave them where recomputing costs more
+    # (fusion_cost.py), before convolutions are matched as matmuls.
+    Stage("unfuse-reductions", _passes_if(CLEAN, lambda c: unfuse.unfuse_reductions(c.func))),
+    Stage("conv-gemm", _conv_gemm),
+    Stage("rewrites", _rewrites),
+    Stage("windows", _passes_if(CLEAN, lambda c: windows.unroll_small_windows(c.func, c.options.window_taps or 0))),
+    Stage("split-k", _passes_if(GENERALIZE, lambda c: split_k.split_matmuls(c.func, c.options))),  # fills: named ops
+    # Producers fused into a matmul that recomputes them per output column leave it (fusion_cost.py).
+    Stage("unfuse-producers", _passes_if(GENERALIZE, lambda c: split_k.unfuse_producers(c.func, c.options))),
+    Stage("split-rows", _passes_if(GENERALIZE, lambda c: split_rows.split_rows(c.func, c.options))),
+    Stage("reduction-inputs", _passes_if(CLEAN, lambda c: reduction_inputs.fuse_into_reductions(c.func, c.options))),
+    # Dispatch formation, strategies, and the transform script that tiles, bufferizes and maps to the GPU.
+    Stage("dispatch", _dispatch),
+    Stage("tile-and-map", _tile_and_map),
+    # Kernels: outlined gpu.modules, lowered on memrefs.
+    Stage("outline", lambda c: c.passes(OUTLINE)),
+    Stage("coop-staging", _coop_staging),
+    Stage("vector-to-mma", _vector_to_mma),
+    Stage("lower-kernels", lambda c: c.passes(LOWER_KERNELS)),
+    Stage("coop-narrow", _coop_narrow),
+    # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
+    Stage("licm", lambda c: c.passes(LICM)),
+    Stage("row-registers", _row_registers),
+    Stage("unroll-steps", _unroll_steps),
+    Stage("loop-registers", _loop_registers),
+    Stage("forward-own-writes", _forward_own_writes),
+    Stage("row-columns", _row_columns),
+    # The boundary: the host function read into a plan; each gpu.module into SPIR-V words and OpenCL C.
+    Stage("plan", _plan, dumps_module=False),
+    Stage("codegen", _codegen, dumps_module=False),
+]
+
+
+def run_stages(c: Compilation, stages: list[Stage] | None = None) -> Compilation:
+    """Run `stages` (default: all of STAGES) in order on `c`, dumping the module after each that changed it."""
+    for st in STAGES if stages is None else stages:
+        c.stage = st.name
+        changed = st.run(c)
+        if st.dumps_module and changed is not False and config.dump_stage(st.name):
+            c.dump(st.name, c.module)
+    return c
+
+
+def stage(name: str) -> Stage:
+    """The stage of STAGES called `name` (tests run one at a time on a small module)."""
+    for st in STAGES:
+        if st.name == name:
+            return st
+    raise KeyError(f"no stage {name!r}; stages: {', '.join(st.name for st in STAGES)}")
 
 
 def public_func(module: ir.Module) -> ir.Operation:
@@ -185,12 +442,13 @@ def public_func(module: ir.Module) -> ir.Operation:
     return public[0]
 
 
-def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan", "opencl")) -> Executable:
-    """Compile MLIR text (linalg on tensors) for a device profile into an Executable."""
+def compile_module(text: str, options: Options | dict,
+                   targets: tuple[str, ...] = ("vulkan", "opencl")) -> Executable:
+    """Compile MLIR text (linalg on tensors) for a device's options into an Executable."""
     global COMPILE_COUNT
     COMPILE_COUNT += 1
-    ghash = cache.key(text, profile, targets)
-    profile = strategy.for_targets(profile, targets)
+    ghash = cache.key(text, options, targets)
+    o = strategy.for_targets(Options.of(options), targets)
     dump = Dumper(ghash)
     try:
         text.encode()
@@ -203,86 +461,8 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         except ir.MLIRError as e:
             module = named_ops.parse(text, e)  # ops upstream renamed; else UnsupportedOp / CompileError
         dump("input", module)
-        _frontend_paths(module, dump)
-        if named_ops.decompose(module):  # softmax, pack, unpack: into ops PREPROCESS generalizes
-            dump("named-ops", module)
-        fn = public_func(module)
-        _check_signature(fn)
-        _name_as_identifier(module, fn)
-        _run(module, PREPROCESS, "preprocess", dump)
-        narrowed: tuple[list[int], list[int]] = ([], [])
-        if "vulkan" in targets and "Int64" not in profile.get("spirv_caps", ["Shader"]):
-            narrowed = narrow_i64.demote_i64(public_func(module))  # no 64-bit integers on the device
-            _run(module, "builtin.module(canonicalize,cse)", "narrow-i64", dump)
-        widened: tuple[list[int], list[int]] | None = None
-        if "vulkan" in targets and "StorageBuffer16BitAccess" not in profile.get("spirv_caps", ["Shader"]):
-            widened = widen_f16.promote_f16(public_func(module))  # no 16-bit loads or stores on the device
-            if widened is not None:
-                _run(module, "builtin.module(canonicalize,cse)", "widen-f16", dump)
-        widened = widened or ([], [])
-        # Before convolutions become matmuls: an insert into zeros becomes a pad, which folds into im2col.
-        insert_slices_to_generics(public_func(module))
-        # Producers fused into convolutions (squeeze-and-excitation's scale) leave them where recomputing costs
-        # more (fusion_cost.py), before convolutions are matched as matmuls.
-        if unfuse.unfuse_reductions(public_func(module)):
-            _run(module, "builtin.module(canonicalize,cse)", "unfuse-reductions", dump)
-        if profile.get("im2col_max_bytes", 0):
-            conv_gemm.convs_to_matmul(public_func(module), int(profile["im2col_max_bytes"]),
-                                      int(profile.get("conv_pixel_multiple") or 0))
-        rewrites.apply(public_func(module), vector_gathers=bool(profile.get("vectorize_gathers")),
-                       recompute=bool(profile.get("reduction_threads")))
-        arg_reductions.arg_reductions(public_func(module), split=bool(profile.get("reduction_threads")))
-        _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "rewrites", dump)
-        if windows.unroll_small_windows(public_func(module), int(profile.get("window_taps", 0))):
-            _run(module, "builtin.module(canonicalize,cse)", "windows", dump)
-        if split_k.split_matmuls(public_func(module), profile):  # its fills are named ops
-            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-k", dump)
-        # Producers fused into a matmul that recomputes them per output column leave it (fusion_cost.py).
-        if split_k.unfuse_producers(public_func(module), profile):  # its fills are named ops
-            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)",
-                 "unfuse-producers", dump)
-        if split_rows.split_rows(public_func(module), profile):  # its fills are named ops
-            _run(module, "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)", "split-rows", dump)
-        if reduction_inputs.fuse_into_reductions(public_func(module), profile):
-            _run(module, "builtin.module(canonicalize,cse)", "reduction-inputs", dump)
-        pristine = module.operation.clone()  # in memory: no printing and parsing of the weights
-        # A strategy the transform dialect cannot carry out on this shape (e.g. a fused op folded away while a
-        # handle still tracks it) falls back to plain ones: scalar per-thread tiles and no row chains, formed
-        # again from the module as it was before dispatch formation (a failed run leaves it half rewritten).
-        try:
-            groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=False)
-        except CompileError:
-            module = pristine
-            groups, splits, strategies = _form_and_map(module, profile, targets, dump, plain=True)
-        _run(module, OUTLINE, "outline", dump)
-        if any(s.coop and s.promote_k for s in strategies):
-            coop_staging.after_outline(module)
-        if any(s.coop for s in strategies):
-            _run(module, coop_matrix.CONVERT, "vector-to-mma", dump)
-        _run(module, LOWER_KERNELS, "lower-kernels", dump)
-        if any(s.coop for s in strategies) and coop_narrow.narrow_fragments(module):
-            _run(module, "builtin.module(canonicalize,cse)", "coop-narrow", dump)  # (on views folded away)
-        # Index arithmetic out of loops first: what stays in a loop's memory then shows as invariant.
-        _run(module, "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))", "licm", dump)
-        if int(profile.get("row_registers", 0)):
-            row_registers.keep_rows_in_registers(module, int(profile["row_registers"]))
-        if any(s.promote_k and not s.coop for s in strategies):
-            promotion.hoist_accumulators(module)
-            _transform(module, promotion.unroll_script(module), "unroll-steps", dump)
-        loop_registers.carry_all(module)
-        constant_init.forward_fills(module)
-        barriers.relax_barriers(module)
-        _run(module, "builtin.module(canonicalize,cse)", "loop-registers", dump)
-        constant_init.forward_own_writes(module)  # matmul epilogues' reads of the outputs just written
-        if int(profile.get("row_vector_columns", 0)) > 1:  # on the row kernels' final, folded indices
-            row_columns.regroup_columns(module, int(profile["row_vector_columns"]))
-            _run(module, "builtin.module(canonicalize,cse)", "row-columns", dump)
-        builder = plan.PlanBuilder(module, public_func(module))
-        builder.build()
-        if splits and len(builder.launches) != len(groups):
-            raise CompileError(f"{len(groups)} dispatch groups became {len(builder.launches)} kernel launches; "
-                               f"the plan of kernels run in chunks needs one launch per group", stage="plan")
-        kernels, index = _codegen(module, profile, targets, dump)
+        c = run_stages(Compilation(module, o, tuple(targets), dump))
+    builder, narrowed, widened = c.builder, c.narrowed, c.widened
     inputs, outputs = list(builder.inputs), list(builder.outputs)
     for k in narrowed[0]:  # int64 on the host, int32 on the device: the runtime converts
         inputs[k] = dataclasses.replace(inputs[k], dtype="int64", device=inputs[k].dtype)
@@ -292,19 +472,18 @@ def compile_module(text: str, profile: dict, targets: tuple[str, ...] = ("vulkan
         inputs[k] = dataclasses.replace(inputs[k], dtype="float16", device=inputs[k].dtype)
     for k in widened[1]:
         outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="float16", device=outputs[k][1].dtype))
-    exe = Executable(
-        kernels=kernels,
+    return Executable(
+        kernels=c.kernels,
         slots=builder.slots,
-        dispatches=plan.dispatches(builder, index, splits),
+        dispatches=plan.dispatches(builder, c.index, c.splits),
         inputs=inputs,
         input_slots=builder.input_slots,
         outputs=outputs,
         constants=builder.constants,
         target=",".join(targets),
-        profile=profile.get("name", "generic"),
+        profile=o.name or "generic",
         source_hash=ghash,
     )
-    return exe
 
 
 def _name_as_identifier(module: ir.Module, fn: ir.Operation) -> None:
@@ -343,15 +522,37 @@ def _check_signature(fn: ir.Operation) -> None:
             raise UnsupportedOp(f"function arguments and results must be statically shaped tensors, got {t}")
 
 
+def _kernel_copy(gm: ir.Operation) -> ir.Module:
+    """A module of its own holding a copy of `gm`: what one target's codegen rewrites."""
+    single = ir.Module.create()
+    single.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    single.body.append(gm.operation.clone())
+    return single
+
+
 def _gpu_module(single: ir.Module) -> ir.Operation:
     return next(op for op in single.body.operations if op.operation.name == "gpu.module").operation
 
 
-def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: Dumper):
+def _has_op(root: ir.Operation, prefix: str) -> bool:
+    found = []
+
+    def visit(op):
+        if op.name.startswith(prefix):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return bool(found)
+
+
+def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumper):
+    """Every gpu.module of `module` as a Kernel (SPIR-V words, OpenCL C), and (gpu.module, gpu.func) -> its index."""
     from ..codegen_spirv import disassemble, spirv_from_gpu_module
 
     kernels: list[Kernel] = []
-    index: dict[str, int] = {}
+    index: dict[tuple[str, str], int] = {}
     for gm in module.body.operations:
         if gm.operation.name != "gpu.module":
             continue
@@ -363,34 +564,38 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
         access = plan.kernel_access(fn.operation)
         spirv = opencl = None
         texels: tuple[int, ...] = ()
-        # Local scope: printed without it, a nested op numbers the whole module first (every kernel, each time).
-        asm = gm.operation.get_asm(use_local_scope=True)
         # Cooperative matrices are laid over 32 lanes, shuffles over the profile's subgroup: the Vulkan pipeline
         # requires that width (runtime_vk/pipelines.py), since a driver may pick another per pipeline.
-        width = coop_matrix.SUBGROUP if "gpu.subgroup_mma" in asm else \
-            int(profile.get("subgroup_size") or 0) if "gpu.shuffle" in asm else 0
+        width = coop_matrix.SUBGROUP if _has_op(gm.operation, "gpu.subgroup_mma") else \
+            (o.subgroup_size or 0) if find_ops(gm.operation, ("gpu.shuffle",)) else 0
         if "vulkan" in targets:
-            # CPU drivers: fewer per-lane buffer accesses (profile keys; the text is unchanged for GPUs).
-            vk_asm = coop_staging.wide_copies(lane_kernels.rewrite(asm, profile))
-            if vk_asm != asm:
-                dump(f"{gname}-lanes", vk_asm)
-            spirv, texels = spirv_from_gpu_module(vk_asm, wg, profile, dump=lambda s, t: dump(f"{gname}-{s}", t),
-                                                  access=access)
+            # CPU drivers: fewer per-lane buffer accesses (lane_kernels.py, by option); staged fragments' copies
+            # 16 bytes wide. Each on the Vulkan target's own copy of the kernel.
+            vk = _kernel_copy(gm)
+            lanes = lane_kernels.rewrite(vk, o, loop_vectorize.vectorize_loops)
+            if not lanes:
+                vk = _kernel_copy(gm)  # a rewrite that changed nothing may have cleaned up: the kernel as it was
+            if coop_staging.wide_copies(vk) or lanes:
+                dump(f"{gname}-lanes", _gpu_module(vk))
+            # The boundary: the SPIR-V serializer takes the kernel as text (its own context; codegen_spirv).
+            spirv, texels = spirv_from_gpu_module(str(_gpu_module(vk)), wg, o,
+                                                  dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl
+            from ..codegen_opencl.attributions import workgroup_allocs_to_attributions
 
             # OpenCL C has vloadN/vstoreN: in-bounds 1-d transfers become vector loads and stores. Staged
             # fragments (wmma through inline PTX) take the same 16-byte copies as on Vulkan.
-            ocl_asm = coop_staging.wide_copies(asm)
-            single = ir.Module.parse("module attributes {gpu.container_module} {\n" + ocl_asm + "\n}")
-            if int(profile.get("loop_vectorize", 0)) > 1:  # CPU OpenCL (PoCL): row loops on float16
-                loop_vectorize.vectorize_loops(_gpu_module(single), int(profile["loop_vectorize"]))
+            single = _kernel_copy(gm)
+            coop_staging.wide_copies(single)
+            if (o.loop_vectorize or 0) > 1:  # CPU OpenCL (PoCL): row loops on float16
+                loop_vectorize.vectorize_loops(_gpu_module(single), o.loop_vectorize)
             apply_patterns(single, ["vector.lower_transfer max_transfer_rank = 1", "canonicalization"])
-            rewrites.workgroup_allocs_to_attributions(single)
+            workgroup_allocs_to_attributions(single)
             gmod = _gpu_module(single)
-            nontemporal.mark(gmod, int(profile.get("nontemporal_store_bytes", 0)))
-            ocl = emit_opencl(gmod, fp16=bool(profile.get("fp16", False)), asm=profile.get("opencl_asm"))
+            nontemporal.mark(gmod, o.nontemporal_store_bytes or 0)
+            ocl = emit_opencl(gmod, fp16=bool(o.fp16), asm=o.opencl_asm)
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
         index[(gname, fname)] = len(kernels)
@@ -399,4 +604,4 @@ def _codegen(module: ir.Module, profile: dict, targets: tuple[str, ...], dump: D
     return kernels, index
 
 
-__all__ = ["compile_module", "COMPILE_COUNT", "PortableError"]
+__all__ = ["compile_module", "COMPILE_COUNT", "PortableError", "STAGES", "Stage", "Compilation", "run_stages"]

@@ -340,7 +340,7 @@ def assumptions_fail(exe, profile: dict, options: dict, info) -> list[str]:
     if psub and psub > 1 and lim.get("subgroup_size") and psub != lim["subgroup_size"]:
         caps = set().union(*(spirv_capabilities(k.spirv) for k in exe.kernels if k.spirv))
         # Shuffles, clusters and quads are laid over the profile's width; subgroup reductions, votes and ballots
-        # (GroupNonUniform 61-64: compiler/subgroup_reduce.py's "varying" form) hold at any width.
+        # (GroupNonUniform 61-64: compiler/schedule/subgroup_reduce.py's "varying" form) hold at any width.
         if caps & {65, 66, 67, 68}:  # GroupNonUniformShuffle, ShuffleRelative, Clustered, Quad
             why.append(f"kernels use subgroups sized {psub}, device subgroup is {lim['subgroup_size']}")
     if info.api == "vulkan":

@@ -241,7 +241,7 @@ def _data_movement(out: list[Spec]) -> None:
 def _matmul_epilogues(out: list[Spec]) -> None:
     """f16 matmuls with an epilogue at sizes the cooperative-matrix tiles divide (nvidia 128x128 and K steps of
     64, amd-rdna3 64x64): the fragments stored, then the epilogue over the workgroup tile read back by other
-    threads (compiler/coop_matrix.py). The importer accumulates an f16 MatMul in f32 and rounds to f16: cast
+    threads (compiler/schedule/coop_matrix.py). The importer accumulates an f16 MatMul in f32 and rounds to f16: cast
     back to f32, its epilogue (the rounding, a row-broadcast bias and Gelu, or a residual) updates the f32
     product in place, one kernel; all in f16 (Gemm + Relu), the rounding changes the type and the epilogue is a
     kernel of its own. (Last in the suite: the inputs of the cases before stay what they were.)"""

@@ -32,7 +32,7 @@ _STRUCTS: list[tuple[str, str, int, str, tuple[str, ...]]] = [
     ("VkPhysicalDeviceSubgroupSizeControlFeatures",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES",
      make_version(1, 3), "VK_EXT_subgroup_size_control", ("subgroupSizeControl", "computeFullSubgroups")),
-    # Matmuls on matrix units (compiler/coop_matrix.py): OpCooperativeMatrix*KHR in SPIR-V 1.6.
+    # Matmuls on matrix units (compiler/schedule/coop_matrix.py): OpCooperativeMatrix*KHR in SPIR-V 1.6.
     ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
      EXTENSION_ONLY, "VK_KHR_cooperative_matrix", ("cooperativeMatrix",)),

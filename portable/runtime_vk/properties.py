@@ -120,7 +120,7 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             "max_workgroup_count": tuple(lim.maxComputeWorkGroupCount),
             "shared_memory_bytes": lim.maxComputeSharedMemorySize,
             "subgroup_size": subgroup.subgroupSize if subgroup is not None else 0,
-            # Subgroup reductions (GroupNonUniformArithmetic) in compute shaders (compiler/subgroup_reduce.py).
+            # Subgroup reductions (GroupNonUniformArithmetic) in compute shaders (compiler/schedule/subgroup_reduce.py).
             "subgroup_arithmetic": subgroup is not None and bool(
                 subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT
                 and subgroup.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),

@@ -1,0 +1,416 @@
+"""Splitting a dispatch whose buffers are larger than the largest range a kernel can bind.
+
+A kernel binds at most `max_bind_bytes` of a buffer (Vulkan maxStorageBufferRange, 128 MiB on lavapipe;
+OpenCL max_mem_alloc_size). A dispatch group that touches a larger tensor is split along a parallel loop of
+its last op that is the leading (outermost non-unit, so contiguous) dimension of every operand indexed by
+it, followed through every op of the group by the indexing maps: the group is rebuilt for `rows` rows of that loop, starting at row 0 (tensor.extract_slice in,
+tensor.insert_slice out), and the plan runs that one kernel once per chunk, binding each split operand at
+the chunk's byte offset; operands that do not depend on the loop are bound whole. A remainder shorter than a
+chunk is a second group compiled for its own row count. Where no loop allows it (the big operand is indexed
+by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size
+and the limit.
+
+Only chunk 0 exists in the IR: every chunk's kernel addresses its operands from their binding's start, so
+one kernel serves all chunks and the host function never sees a non-zero offset. Bufferization folds input
+slices into the kernel's reads (the kernel then takes the whole buffer and reads its first rows), so the plan
+finds the chunked buffers by where they come from (`Split.chunked`), not by their types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import OutOfDeviceMemory
+from ...ir.linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
+from ...ir.mlir import bufferization, ir, tensor
+from ..graph.generics import rebuild_generic
+from ..plan import numpy_dtype
+from .groups import Group
+
+_MIB = 1 << 20
+DEFAULT_OFFSET_ALIGNMENT = 256  # the largest minStorageBufferOffsetAlignment Vulkan allows; OpenCL's is 128 mostly
+
+
+@dataclass(frozen=True)
+class Split:
+    """A group compiled for `rows` rows of its split loop, run once per entry of `starts` (the first row of each
+    run). `chunked` says which buffers advance with the chunk and by how many bytes per row, each as
+    (where, groups, bytes per row): ("input", (i,)) function argument i, ("written", (g, ...)) the buffer the
+    kernels of groups g write, ("result", ()) the buffer this group's kernel writes. The rest are bound whole."""
+
+    rows: int
+    starts: tuple[int, ...]
+    chunked: tuple[tuple[str, tuple[int, ...], int], ...]
+
+
+@dataclass
+class _Choice:
+    """How a group splits along loop `loop` of its target (`extent` rows): per op (by position in the group's
+    op list) the loop that is chunked, None where the op runs whole in every chunk; per (op position,
+    operand number) the operand dimension that is sliced (absent: bound whole)."""
+
+    loop: int
+    extent: int
+    op_loop: dict[int, int | None] = field(default_factory=dict)
+    sliced: dict[tuple[int, int], int] = field(default_factory=dict)
+    row_bytes: list[tuple[str, int]] = field(default_factory=list)  # (buffer name, bytes per row)
+    chunked: list[ir.Value] = field(default_factory=list)  # tensors from outside the group read in chunks
+
+
+def nbytes(t: ir.Type) -> int:
+    st = ir.ShapedType(t)
+    return int(np.prod(list(st.shape), dtype=np.int64)) * np.dtype(numpy_dtype(st.element_type)).itemsize
+
+
+def _uses_dim(expr: ir.AffineExpr, d: int) -> bool:
+    return re.search(rf"\bd{d}\b", str(expr)) is not None
+
+
+def _group_ops(g: Group, ordered: bool = True) -> list[ir.Operation]:
+    """Every op of the group, in block order (definitions before uses) when `ordered`."""
+    chain = getattr(g, "chain", None)
+    ops = list(chain) + list(g.producers) if chain else [g.root] + list(g.consumers) + list(g.producers)
+    if not ordered:
+        return ops
+    block = g.target.parent.regions[0].blocks[0]
+    order = [op.operation for op in block.operations]
+    return sorted(ops, key=lambda op: next(i for i, x in enumerate(order) if x == op))
+
+
+def _position(v: ir.Value, ops: list[ir.Operation]) -> int | None:
+    """Which of `ops` defines `v` (None: defined outside them)."""
+    if not isinstance(v, ir.OpResult):
+        return None
+    owner = v.owner.operation
+    return next((i for i, op in enumerate(ops) if op == owner), None)
+
+
+class Namer:
+    """Human names for the tensors a split error talks about: inputs and outputs by position."""
+
+    def __init__(self, func_op: ir.Operation):
+        block = func_op.regions[0].blocks[0]
+        self.args = list(block.arguments)
+        ret = list(block.operations)[-1]
+        self.results = list(ret.operands) if ret.name == "func.return" else []
+
+    def __call__(self, v: ir.Value) -> str:
+        t = ir.RankedTensorType(v.type)
+        desc = f"{tuple(t.shape)} {numpy_dtype(t.element_type)}"
+        for i, a in enumerate(self.args):
+            if a == v:
+                return f"input {i} {desc}"
+        for k, r in enumerate(self.results):
+            if r == v:
+                return f"output {k} {desc}"
+        return f"intermediate {desc}"
+
+
+def _captured(op: ir.Operation) -> list[ir.Value]:
+    """Tensors the op's body reads from outside it (gathers: tensor.extract of a whole tensor)."""
+    out = []
+
+    def visit(inner):
+        for v in inner.operands:
+            if not isinstance(v.type, ir.RankedTensorType):
+                continue
+            owner = v.owner.operation if isinstance(v, ir.OpResult) else v.owner.owner
+            if not _inside(owner, op):
+                out.append(v)
+        return ir.WalkResult.ADVANCE
+
+    for inner in op.regions[0].blocks[0].operations:
+        inner.operation.walk(visit)
+    return out
+
+
+def _inside(op: ir.Operation | None, container: ir.Operation) -> bool:
+    while op is not None:
+        if op == container:
+            return True
+        op = op.parent
+    return False
+
+
+def _is_empty(v: ir.Value) -> bool:
+    return isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.empty"
+
+
+def _try_loop(g: Group, ops: list[ir.Operation], loop: int, limit: int, name: Namer) -> _Choice | str:
+    """The split of the group's ops along loop `loop` of its target, or why it is impossible. Slicing runs
+    from the target's result back to the inputs: an op whose result is sliced along dim q runs its loop at
+    output position q in chunks, and slices each operand along the dim that loop indexes."""
+    target = next(i for i, op in enumerate(ops) if op == g.target)
+    t = ops[target]
+    its, ranges = iterator_types(t), classify(t).ranges
+    if its[loop] != "parallel":
+        return f"loop {loop} is a reduction"
+    if ranges[loop] < 2:
+        return f"loop {loop} has {ranges[loop]} iteration"
+    out_map = indexing_maps(t)[num_inputs(t)]
+    out_pos = [p for p, e in enumerate(out_map.results) if _uses_dim(e, loop)]
+    if len(out_pos) != 1 or not isinstance(out_map.results[out_pos[0]], ir.AffineDimExpr):
+        return f"loop {loop} does not index one output dimension alone"
+    choice = _Choice(loop=loop, extent=ranges[loop])
+    result_dim: dict[int, int | None] = {target: out_pos[0]}  # op position -> sliced dim of its result
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
+        if i not in result_dim:
+            return "an op of the kernel has a result used outside it"
+        q = result_dim[i]
+        d = None
+        if q is not None:
+            e = indexing_maps(op)[num_inputs(op)].results[q]
+            if not isinstance(e, ir.AffineDimExpr) or iterator_types(op)[ir.AffineDimExpr(e).position] != "parallel":
+                return f"an op of the kernel computes output dimension {q} through {e}"
+            d = ir.AffineDimExpr(e).position
+            if any(o.name == "linalg.index" and ir.IntegerAttr(o.attributes["dim"]).value == d
+                   for o in op.regions[0].blocks[0].operations):
+                return f"an op of the kernel reads the index of loop {d}"
+        choice.op_loop[i] = d
+        for k, (v, m) in enumerate(zip(op.operands, indexing_maps(op))):
+            dim = None
+            if d is not None:
+                hits = [p for p, e in enumerate(m.results) if _uses_dim(e, d)]
+                if len(hits) > 1 or (hits and not isinstance(m.results[hits[0]], ir.AffineDimExpr)):
+                    return f"operand {k} of an op of the kernel is indexed by its loop {d} through {m}"
+                dim = hits[0] if hits else None
+            if dim is not None:
+                choice.sliced[(i, k)] = dim
+            j = _position(v, ops)
+            if j is not None:
+                if j in result_dim and result_dim[j] != dim:
+                    return "a value inside the kernel is used both sliced and whole"
+                result_dim[j] = dim
+    # Every buffer the chunk kernel binds: sliced ones must be contiguous slices, whole ones within the limit;
+    # one tensor is one kernel argument after bufferization, so it cannot be read both sliced and whole.
+    seen: list[tuple[ir.Value, int | None]] = []
+    for i, op in enumerate(ops):
+        bound = [(v, choice.sliced.get((i, k))) for k, v in enumerate(op.operands)
+                 if isinstance(v.type, ir.RankedTensorType) and _position(v, ops) is None]
+        for v, dim in bound + [(v, None) for v in _captured(op)]:
+            earlier = [d for u, d in seen if u == v]
+            if earlier and earlier[0] != dim:
+                return f"{name(v)} is read both sliced and whole (or along two dimensions)"
+            if earlier:
+                continue
+            seen.append((v, dim))
+            why = _check_operand(v, dim, limit, name, choice)
+            if why:
+                return why
+            if dim is not None and not _is_empty(v):  # a sliced tensor.empty becomes a smaller one
+                choice.chunked.append(v)
+    return _check_operand(t.results[0], out_pos[0], limit, name, choice) or choice
+
+
+def _check_operand(v: ir.Value, dim: int | None, limit: int, name: Namer, choice: _Choice) -> str | None:
+    size = nbytes(v.type)
+    if dim is None:
+        if size > limit:
+            return f"{name(v)} does not depend on loop {choice.loop} and is over the limit by itself"
+        return None
+    shape = list(ir.RankedTensorType(v.type).shape)
+    if any(s != 1 for s in shape[:dim]):
+        return f"{name(v)} is indexed by loop {choice.loop} in dimension {dim}, not its leading one"
+    choice.row_bytes.append((name(v), size // choice.extent))
+    return None
+
+
+def _chunk_rows(choice: _Choice, limit: int, alignment: int) -> tuple[int, str]:
+    """Rows per chunk: every split operand's chunk within the limit and a multiple of `alignment` bytes
+    (each chunk's binding offset is a multiple of the chunk). (0, why) when one chunk is over the limit."""
+    quantum = 1
+    for _, rb in choice.row_bytes:
+        quantum = math.lcm(quantum, alignment // math.gcd(alignment, rb))
+    widest_name, widest = max(choice.row_bytes, key=lambda x: x[1])
+    most = (limit // widest) // quantum * quantum
+    if most < 1:
+        return 0, (f"split along loop {choice.loop}, {quantum} row(s) of {widest_name} (a chunk aligned to "
+                   f"{alignment}-byte offsets) are {quantum * widest} bytes, over the limit")
+    count = -(-choice.extent // most)
+    even = -(-choice.extent // count)  # balanced chunks, rounded up to the alignment quantum
+    return min(most, -(-even // quantum) * quantum), ""
+
+
+def _slice(v: ir.Value, dim: int, rows: int) -> ir.Value:
+    t = ir.RankedTensorType(v.type)
+    shape = list(t.shape)
+    sizes = shape[:dim] + [rows] + shape[dim + 1:]
+    rt = ir.RankedTensorType.get(sizes, t.element_type, t.encoding)
+    return tensor.ExtractSliceOp(rt, v, [], [], [], [0] * len(shape), sizes, [1] * len(shape)).result
+
+
+def _destination(g: Group, ops: list[ir.Operation]) -> tuple[ir.Value, tuple[int, int]]:
+    """The tensor the group's result is built in, found by following `outs` operands back from the target
+    through ops of the group, and where it is used: (op position, operand number)."""
+    i = next(i for i, op in enumerate(ops) if op == g.target)
+    while True:
+        k = num_inputs(ops[i])
+        v = list(ops[i].operands)[k]
+        j = _position(v, ops)
+        if j is None:
+            return v, (i, k)
+        i = j
+
+
+def _emit(g: Group, ops: list[ir.Operation], choice: _Choice, rows: int, acc: ir.Value,
+          dest: tuple[int, int]) -> tuple[Group, ir.Value]:
+    """The group's ops rebuilt for `rows` rows of the split loop, before its target; returns the new group
+    and `acc` with the chunk's result inserted at row 0. The operand `dest` (where the result is built) is
+    sliced from `acc`, so every chunk writes in place into one buffer."""
+    new: list[ir.Operation] = []
+    with ir.InsertionPoint(g.target), g.target.location:
+        for i, op in enumerate(ops):
+            nin = num_inputs(op)
+            ins, outs = [], []
+            for k, v in enumerate(op.operands):
+                dim = choice.sliced.get((i, k))
+                j = _position(v, ops)
+                if j is not None:
+                    nv = new[j].results[0]
+                elif dim is None:
+                    nv = v
+                elif (i, k) == dest:
+                    nv = _slice(acc, dim, rows)
+                elif _is_empty(v):  # a scratch tensor: a new one of the chunk's shape
+                    shape = list(ir.RankedTensorType(v.type).shape)
+                    shape[dim] = rows
+                    nv = tensor.EmptyOp(shape, ir.RankedTensorType(v.type).element_type).result
+                else:
+                    nv = _slice(v, dim, rows)
+                (ins if k < nin else outs).append(nv)
+            tmp = op.clone()
+            nargs = len(op.regions[0].blocks[0].arguments)
+            new.append(rebuild_generic(tmp, ins, outs, indexing_maps(op), iterator_types(op), list(range(nargs)),
+                                       [outs[0].type]))
+            tmp.erase()
+        target = next(i for i, op in enumerate(ops) if op == g.target)
+        out = new[target].results[0]
+        rank = ir.RankedTensorType(acc.type).rank
+        acc = tensor.InsertSliceOp(out, acc, [], [], [], [0] * rank, list(ir.RankedTensorType(out.type).shape),
+                                   [1] * rank).result
+
+    def same(op: ir.Operation) -> ir.Operation:
+        return new[next(i for i, x in enumerate(ops) if x == op)]
+
+    changes = {"root": same(g.root), "consumers": [same(c) for c in g.consumers],
+               "producers": [same(p) for p in g.producers]}
+    if getattr(g, "chain", None):
+        changes["chain"] = [same(c) for c in g.chain]
+    ng = dataclasses.replace(g, **changes)
+    t = classify(ng.target if changes.get("chain") else ng.root)
+    ng.kind = OpKind(g.kind.kind, t.ranges, g.kind.iterators, g.kind.gathers)
+    return ng, acc
+
+
+def _origin(v: ir.Value, args: list[ir.Value], produced: list[tuple[ir.Value, tuple[int, ...]]]
+            ) -> tuple[str, tuple[int, ...]] | None:
+    """Where the plan finds the buffer of tensor `v`: a function argument or what earlier groups write."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+        v = v.owner.operation.operands[0]
+    for i, a in enumerate(args):
+        if v == a:
+            return "input", (i,)
+    for value, groups in produced:
+        if v == value:
+            return "written", groups
+    return None
+
+
+def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
+                 alignment: int = DEFAULT_OFFSET_ALIGNMENT) -> tuple[list[Group], dict[int, Split]]:
+    """Groups with a tensor over `limit` bytes rebuilt for a chunk of rows; returns the new group list
+    (indices renumbered, ops retagged) and the Split of each chunked group by its index."""
+    if not limit:
+        return groups, {}
+    name = Namer(func_op)
+    args = list(func_op.regions[0].blocks[0].arguments)
+    out: list[tuple[Group, Split | None]] = []
+    produced: list[tuple[ir.Value, tuple[int, ...]]] = []  # tensor -> indices of the groups that write it
+    for g in groups:
+        ops = _group_ops(g)
+        big = _oversized(ops, g, limit)
+        if not big:
+            produced.append((g.target.results[0], (len(out),)))
+            out.append((g, None))
+            continue
+        choice, rows, chunked, reasons = _choose_loop(g, ops, limit, alignment, args, produced, name)
+        if choice is None:
+            _unsplittable(big, limit, name, reasons)
+        full, tail = divmod(choice.extent, rows)
+        acc, dest = _destination(g, ops)
+        if _is_empty(acc):
+            # A buffer of its own that every chunk writes in place: tensor.empty ops of one type are merged
+            # by CSE, and a shared one would make bufferization copy each chunk into a fresh buffer.
+            with ir.InsertionPoint(g.target), g.target.location:
+                acc = bufferization.AllocTensorOp(acc.type, []).result
+        first = len(out)
+        ng, acc = _emit(g, ops, choice, rows, acc, dest)
+        out.append((ng, Split(rows, tuple(i * rows for i in range(full)), tuple(chunked))))
+        if tail:
+            ng, acc = _emit(g, ops, choice, tail, acc, dest)
+            out.append((ng, Split(tail, (full * rows,), tuple(chunked))))
+        g.target.results[0].replace_all_uses_with(acc)
+        produced.append((acc, tuple(range(first, len(out)))))
+        for op in reversed(ops):
+            op.erase()
+    new_groups, splits = [], {}
+    for i, (g, s) in enumerate(out):
+        g.index = i
+        for j, op in enumerate([g.target] + g.fused()):
+            op.attributes["portable.op"] = ir.StringAttr.get(f"g{i}_{j}")
+        new_groups.append(g)
+        if s is not None:
+            splits[i] = s
+    return new_groups, splits
+
+
+def _choose_loop(g: Group, ops: list[ir.Operation], limit: int, alignment: int,
+                 args: list[ir.Value], produced: list, name: Namer) -> tuple[_Choice | None, int, list, list[str]]:
+    """(the loop to run in chunks, rows per chunk, the chunked buffers' origins, reasons the others fail)."""
+    reasons: list[str] = []
+    if any(len(op.results) != 1 or op.name != "linalg.generic" for op in ops):
+        return None, 0, [], ["an op of the kernel has several results"]
+    for loop in range(len(iterator_types(g.target))):
+        c = _try_loop(g, ops, loop, limit, name)
+        if isinstance(c, str):
+            reasons.append(c)
+            continue
+        origins = [_origin(v, args, produced) for v in c.chunked]
+        if None in origins:
+            reasons.append(f"{name(c.chunked[origins.index(None)])} is made by an op the plan cannot follow")
+            continue
+        rows, why = _chunk_rows(c, limit, alignment)
+        if rows:
+            chunked = [(kind, groups, nbytes(v.type) // c.extent) for (kind, groups), v in zip(origins, c.chunked)]
+            chunked.append(("result", (), nbytes(g.target.results[0].type) // c.extent))
+            return c, rows, chunked, reasons
+        reasons.append(why)
+    return None, 0, [], reasons
+
+
+def _oversized(ops: list[ir.Operation], g: Group, limit: int) -> list[ir.Value]:
+    """Tensors the group's kernel would bind that are over `limit` bytes, largest first."""
+    vals = [v for op in ops for v in op.operands if isinstance(v.type, ir.RankedTensorType)
+            and _position(v, ops) is None] + [v for op in ops for v in _captured(op)] + [g.target.results[0]]
+    big: list[ir.Value] = []
+    for v in vals:
+        if nbytes(v.type) > limit and not any(v == b for b in big):
+            big.append(v)
+    return sorted(big, key=lambda v: -nbytes(v.type))
+
+
+def _unsplittable(big: list[ir.Value], limit: int, name: Namer, reasons: list[str]) -> None:
+    v = big[0]
+    size = nbytes(v.type)
+    why = "; ".join(dict.fromkeys(reasons)) or "it has no parallel loop"
+    raise OutOfDeviceMemory(
+        f"buffer '{name(v)}' needs {size} bytes ({size / _MIB:.1f} MiB), above the largest range a kernel can "
+        f"bind on this device (max_bind_bytes = {limit} bytes, {limit / _MIB:.1f} MiB: Vulkan "
+        f"maxStorageBufferRange / OpenCL max_mem_alloc_size), and its kernel cannot run in chunks ({why}); "
+        f"use a smaller batch or shape, or a device with a larger limit")

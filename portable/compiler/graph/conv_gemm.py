@@ -1,0 +1,550 @@
+"""Convolutions as implicit GEMM: patches gathered into a matrix (im2col, a gather generic of its own), times the
+filter as a matrix, on the register-blocked matmul path; 1x1 stride-1 convolutions need no gather at all.
+
+- NHWC x HWCF: out[(n,oh,ow), f] = patches[(n,oh,ow), (kh,kw,c)] x W[(kh,kw,c), f].
+- NCHW x FCHW (ONNX; grouped as NGCHW x GFCHW): out[f, (oh,ow)] = W[f, (c,kh,kw)] x patches[(c,kh,kw), (oh,ow)]
+  per image (and group): the weights and the result keep their own layouts, so no transpose is needed.
+
+The matmul's result is reshaped to the convolution's; elementwise consumers of that reshape (bias, folded
+BatchNorm scale/shift, ReLU/Clip, residual add) are rebuilt on the matmul's layout (`sink_expand`), so dispatch
+formation fuses them in place into the matmul's kernel. Depthwise convolutions stay direct.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...ir.linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
+from ...ir.mlir import arith, ir, linalg, tensor
+from ...ir.util import reassociation_attr, reassociation_groups
+from .gathers import clamped, gather_generic, index_const, zero_pad_source
+from .generics import broadcast_constant, rebuild_generic
+from .horizontal import dense_constant
+
+
+def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
+    """v viewed with each group of dims as one (a reshape, no kernel); v itself when nothing changes."""
+    t = ir.RankedTensorType(v.type)
+    if len(groups) == t.rank:
+        return v
+    shape = [_prod(t.shape[d] for d in g) for g in groups]
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), v,
+                                  reassociation_attr(groups)).result
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _zero(elem: ir.Type) -> ir.Attribute:
+    return ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
+
+
+def _fill(init: ir.Value, shape: list[int], elem: ir.Type) -> tuple[ir.Value, ir.Value | None]:
+    """(accumulator of `shape` for the matmul, what remains to add to the convolution's result or None).
+    A fill becomes a fresh fill at the matmul's shape (it fuses into the matmul's kernel); any other init is
+    added afterwards by an elementwise epilogue, which then fuses too."""
+    scalar = fill_value(init)
+    if scalar is not None:
+        return linalg.fill(scalar, outs=[tensor.EmptyOp(shape, elem).result]), None
+    zero = arith.ConstantOp(elem, _zero(elem)).result
+    return linalg.fill(zero, outs=[tensor.EmptyOp(shape, elem).result]), init
+
+
+def _add_init(res: ir.Value, init: ir.Value) -> ir.Value:
+    """res + init elementwise at res's shape; a broadcast constant (an ONNX Conv's bias) is read through the
+    broadcast's map, so it costs neither a kernel nor a buffer of its own."""
+    t = ir.RankedTensorType(res.type)
+    elem = t.element_type
+    ident = ir.AffineMap.get_identity(t.rank)
+    bcast = broadcast_constant(init)
+    other, other_map = bcast if bcast is not None else (init, ident)
+    gen = linalg.GenericOp([t], [res, other], [tensor.EmptyOp(list(t.shape), elem).result],
+                           ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (ident, other_map, ident)]),
+                           ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * t.rank))
+    body = gen.regions[0].blocks.append(elem, elem, elem)
+    with ir.InsertionPoint(body):
+        add = arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp
+        linalg.YieldOp([add(body.arguments[0], body.arguments[1]).result])
+    return gen.results[0]
+
+
+def _finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]], rest: ir.Value | None) -> None:
+    """Reshape the matmul's result `mm` to the convolution's, add what the accumulator left out, replace the
+    convolution, and rebuild the elementwise consumers on the matmul's layout."""
+    out_t = ir.RankedTensorType(conv.results[0].type)
+    with ir.InsertionPoint(conv), conv.location:
+        res = tensor.ExpandShapeOp(out_t, mm, reassociation_attr(groups), [], list(out_t.shape)).result
+        if rest is not None:
+            res = _add_init(res, rest)
+    init = conv.operands[2]
+    conv.results[0].replace_all_uses_with(res)
+    conv.erase()
+    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
+        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
+    # With an add of the init, the add's input is the reshape: the add and what follows move to the matmul's layout.
+    sink_expand((list(res.owner.operation.operands)[0] if rest is not None else res).owner.operation)
+
+
+def _nhwc_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tuple[int, int, int, int] | None:
+    """(sh, sw, dh, dw) when loops `its` and the maps' results are those of a generalized NHWC/HWCF 2-D
+    convolution, else None."""
+    if its != ["parallel"] * 4 + ["reduction"] * 3 or w_map != "(d4, d5, d6, d3)" or o_map != "(d0, d1, d2, d3)":
+        return None
+    m = re.fullmatch(r"\(d0, d1(?: \* (\d+))? \+ d4(?: \* (\d+))?, d2(?: \* (\d+))? \+ d5(?: \* (\d+))?, d6\)", x_map)
+    if not m:
+        return None
+    sh, dh, sw, dw = (int(g) if g else 1 for g in m.groups())
+    return sh, sw, dh, dw
+
+
+def _map_results(conv: ir.Operation) -> tuple[list[str], str, str, str]:
+    """(iterators, x map, w map, output map results) of a plain two-input convolution (see _plain_conv)."""
+    return (iterator_types(conv), *(str(m).split("->")[1].strip() for m in indexing_maps(conv)))
+
+
+def _conv_roles(op: ir.Operation) -> tuple[int, list[int]] | None:
+    """(weight input, other inputs) of an NHWC or NCHW convolution: a generic whose body is `out + a * w` with `w`
+    an input's element as is and `a` computed from the other inputs (their producers fused in by elementwise
+    fusion: a prologue), all read through one map; None for anything else."""
+    if op.name != "linalg.generic" or len(op.results) != 1 or "reduction" not in iterator_types(op):
+        return None
+    nin = num_inputs(op)
+    if nin < 2 or len(list(op.operands)) != nin + 1:
+        return None
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    y = list(block.operations)[-1].operands[0]
+    add = y.owner if isinstance(y, ir.OpResult) else None
+    if add is None or add.operation.name not in ("arith.addf", "arith.addi") or args[nin] not in list(add.operands):
+        return None
+    mul_v = [v for v in add.operands if v != args[nin]]
+    mul = mul_v[0].owner if len(mul_v) == 1 and isinstance(mul_v[0], ir.OpResult) else None
+    if mul is None or mul.operation.name not in ("arith.mulf", "arith.muli") or len(list(args[nin].uses)) != 1:
+        return None
+    maps = [str(m).split("->")[1].strip() for m in indexing_maps(op)]
+    its = iterator_types(op)
+    for wi in [i for i in range(nin) if args[i] in list(mul.operands)]:
+        others = [i for i in range(nin) if i != wi]
+        if len(set(maps[i] for i in others)) != 1 or len(list(args[wi].uses)) != 1:
+            continue
+        if _nhwc_conv_params(its, maps[others[0]], maps[wi], maps[-1]) or \
+                _nchw_conv_params(its, maps[others[0]], maps[wi], maps[-1]):
+            return wi, others
+    return None
+
+
+def _plain_conv(op: ir.Operation, wi: int, others: list[int]) -> ir.Operation | None:
+    """`op` as a convolution of two inputs (x, w) whose body is `out + x * w`: a prologue in the body (a ReLU of
+    the previous layer fused in by elementwise fusion) becomes an elementwise op of its own that computes x, which
+    `sink_expand` can then fuse into the previous layer's kernel. None when the prologue's inputs differ in shape."""
+    nin = num_inputs(op)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    ops = list(block.operations)
+    add = ops[-1].operands[0].owner
+    mul = next(v.owner for v in add.operands if v != args[nin])
+    a = next(v for v in mul.operands if v != args[wi])
+    ins = list(op.operands)
+    if nin == 2 and a == args[others[0]]:
+        plain = [o.operation.name for o in ops] == [mul.operation.name, add.operation.name, "linalg.yield"]
+        return op if plain and wi == 1 else None
+    shapes = {tuple(ir.RankedTensorType(ins[i].type).shape) for i in others}
+    elem = ir.RankedTensorType(ins[wi].type).element_type
+    if len(shapes) != 1 or a.type != elem or ir.RankedTensorType(op.results[0].type).element_type != elem:
+        return None
+    shape = list(shapes.pop())
+    maps = indexing_maps(op)
+    rank = len(shape)
+    with ir.InsertionPoint(op), op.location:
+        pro = linalg.GenericOp(
+            [ir.RankedTensorType.get(shape, elem)], [ins[i] for i in others], [tensor.EmptyOp(shape, elem).result],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))] * (len(others) + 1)),
+            ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank))
+    pblock = pro.regions[0].blocks.append(*[ir.RankedTensorType(ins[i].type).element_type for i in others], elem)
+    remap = {args[i]: pblock.arguments[j] for j, i in enumerate(others)}
+    with ir.InsertionPoint(pblock):
+        for o in ops[:-1]:
+            if o.operation in (mul.operation, add.operation):
+                continue
+            c = o.operation.clone().operation
+            for old, new in remap.items():
+                c.replace_uses_of_with(old, new)
+            for r_old, r_new in zip(o.results, c.results):
+                remap[r_old] = r_new
+        linalg.YieldOp([remap[a]])
+    with ir.InsertionPoint(op), op.location:
+        conv = linalg.GenericOp([op.results[0].type], [pro.results[0], ins[wi]], [ins[nin]],
+                                ir.ArrayAttr.get([ir.AffineMapAttr.get(maps[i]) for i in (others[0], wi, nin)]),
+                                op.attributes["iterator_types"])
+    cblock = conv.regions[0].blocks.append(elem, elem, elem)
+    with ir.InsertionPoint(cblock):
+        fl = isinstance(elem, ir.FloatType)
+        prod = (arith.MulFOp if fl else arith.MulIOp)(cblock.arguments[0], cblock.arguments[1]).result
+        linalg.YieldOp([(arith.AddFOp if fl else arith.AddIOp)(cblock.arguments[2], prod).result])
+    op.results[0].replace_all_uses_with(conv.results[0])
+    op.erase()
+    return conv.operation
+
+
+def _same_elem(conv: ir.Operation) -> ir.Type | None:
+    elem = ir.RankedTensorType(conv.results[0].type).element_type
+    if any(ir.RankedTensorType(v.type).element_type != elem for v in list(conv.operands)[:2]):
+        return None  # widening convolutions (i8 in, i32 out) stay direct
+    return elem
+
+
+def _spatial(bh: ir.Value, bk: ir.Value, s: int, d: int, low: int) -> ir.Value:
+    return arith.SubIOp(arith.AddIOp(arith.MulIOp(bh, index_const(s)).result, arith.MulIOp(bk, index_const(d)).result).result,
+                        index_const(low)).result
+
+
+def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
+    """linalg.conv_2d_nhwc_hwcf -> patches gathered into an (N*OH*OW, KH*KW*C) matrix, times the filter as a
+    (KH*KW*C, F) matrix (implicit padding folded into the gather). Skipped (False) when the patch matrix would
+    exceed `max_bytes`. A 1x1 stride-1 unpadded convolution multiplies the input viewed as (N*H*W, C): no gather
+    kernel copies it (H200, 8x56x56x64->256: 47.2 -> 29.1 us on Vulkan, 50.5 -> 30.5 on OpenCL;
+    benchmarks/results/h200/session20/conv_1x1_view.json)."""
+    params = _nhwc_conv_params(*_map_results(conv))
+    elem = _same_elem(conv) if params else None
+    if elem is None:
+        return False
+    x, w, init = conv.operands[0], conv.operands[1], conv.operands[2]
+    n, oh, ow, f = ir.RankedTensorType(conv.results[0].type).shape
+    kh, kw, c, _ = ir.RankedTensorType(w.type).shape
+    sh, sw, dh, dw = params
+    src, low = zero_pad_source(x)
+    src_t = ir.RankedTensorType(src.type)
+    m = n * oh * ow
+    if (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
+        with ir.InsertionPoint(conv), conv.location:
+            _matmul(conv, _collapse(x, [[0, 1, 2], [3]]), w, init, m, f, elem)
+        return True
+    if n * oh * ow * kh * kw * c * max(elem.width // 8, 1) > max_bytes:
+        return False
+    masked = low[1] or low[2] or src_t.shape[1] < (oh - 1) * sh + (kh - 1) * dh + 1 or \
+        src_t.shape[2] < (ow - 1) * sw + (kw - 1) * dw + 1
+    with ir.InsertionPoint(conv), conv.location:
+        placeholder = tensor.EmptyOp([n, oh, ow, kh, kw, c], elem)
+
+    def body(i):
+        bn, boh, bow, bkh, bkw, bc = i
+        ok_h, h = clamped(_spatial(boh, bkh, sh, dh, low[1]), src_t.shape[1])
+        ok_w, wv = clamped(_spatial(bow, bkw, sw, dw, low[2]), src_t.shape[2])
+        v = tensor.ExtractOp(src, [bn, h, wv, bc]).result
+        if masked:
+            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
+        return v
+
+    cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem), body)
+    with ir.InsertionPoint(conv), conv.location:
+        _matmul(conv, _collapse(cols, [[0, 1, 2], [3, 4, 5]]), w, init, m, f, elem)
+    return True
+
+
+def _matmul(conv: ir.Operation, a: ir.Value, w: ir.Value, init: ir.Value, m: int, f: int, elem: ir.Type) -> None:
+    """conv's result as the (M, K) patch matrix `a` times the HWCF filter viewed as (K, F)."""
+    b = _collapse(w, [[0, 1, 2], [3]])
+    acc, rest = _fill(init, [m, f], elem)
+    mm = linalg.matmul(a, b, outs=[acc])
+    _finish(conv, mm, [[0, 1, 2], [3]], rest)
+
+
+def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tuple[int, int, int, int, int] | None:
+    """(batch dims, sh, sw, dh, dw) when loops `its` and the maps' results are those of a generalized NCHW x FCHW
+    convolution (1 batch dim, n) or a grouped NGCHW x GFCHW one (2 batch dims, n and g); else None. Loops: batch
+    dims, f, oh, ow, c, kh, kw."""
+    nb = its.count("parallel") - 3
+    if nb not in (1, 2) or its != ["parallel"] * (nb + 3) + ["reduction"] * 3:
+        return None
+    r = nb + 3
+    d = [f"d{i}" for i in range(r + 3)]
+    if o_map != f"({', '.join(d[:r])})" or w_map != f"({', '.join(d[1:nb + 1] + d[r:])})":
+        return None
+    sp = r"{}(?: \* (\d+))? \+ {}(?: \* (\d+))?"
+    m = re.fullmatch(r"\(" + ", ".join(d[:nb] + [d[r], sp.format(d[nb + 1], d[r + 1]), sp.format(d[nb + 2], d[r + 2])])
+                     + r"\)", x_map)
+    if not m:
+        return None
+    sh, dh, sw, dw = (int(g) if g else 1 for g in m.groups())
+    return nb, sh, sw, dh, dw
+
+
+def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0) -> bool:
+    """linalg.conv_2d_nchw_fchw (and conv_2d_ngchw_gfchw) -> per image and group, W as an (F, C*KH*KW) matrix
+    times patches as a (C*KH*KW, OH*OW) matrix: a plain matmul for one image and group, a batched one otherwise.
+    A 1x1 stride-1 unpadded convolution multiplies the input viewed as (C, H*W) with no gather. Skipped (False)
+    when a patch matrix is needed and would exceed `max_bytes`.
+
+    Transposed form (one image and group, constant weights, OH*OW not a multiple of `pixel_multiple`): patches
+    gathered as (OH*OW, C*KH*KW) times the filter transposed at compile time to (C*KH*KW, F), then the (OH*OW, F)
+    product transposed back to (F, OH*OW). The register-blocked matmul vectorizes its columns: in the plain form
+    those are the pixels, and a ragged count (7x7 = 49 at the end of ResNet and MobileNet) left one pixel per
+    thread with scalar strided patch reads; here the columns are the filters (a multiple of 8 in every zoo CV
+    network). The extra transpose and the patch copy of a 1x1 convolution move OH*OW*F and OH*OW*C elements,
+    small next to the K-long reductions they save; a 1x1 stride-1 convolution whose pixels fill 4-wide vectors
+    keeps the plain form, which needs no copy at all."""
+    params = _nchw_conv_params(*_map_results(conv))
+    elem = _same_elem(conv) if params else None
+    if elem is None:
+        return False
+    nb, sh, sw, dh, dw = params
+    x, w, init = conv.operands[0], conv.operands[1], conv.operands[2]
+    out_shape = list(ir.RankedTensorType(conv.results[0].type).shape)
+    batch, f, oh, ow = out_shape[:nb], out_shape[nb], out_shape[nb + 1], out_shape[nb + 2]
+    w_shape = list(ir.RankedTensorType(w.type).shape)
+    c, kh, kw = w_shape[-3:]
+    src, low = zero_pad_source(x)
+    src_t = ir.RankedTensorType(src.type)
+    h, wd = src_t.shape[-2:]
+    direct_view = kh == kw == 1 and sh == sw == 1 and not any(low) and (h, wd) == (oh, ow)
+    if not direct_view and _prod(batch) * c * kh * kw * oh * ow * max(elem.width // 8, 1) > max_bytes:
+        return False
+    kept = [i for i in range(nb) if batch[i] > 1]  # batch dims the matmul keeps; unit ones are dropped
+    # The result's dims grouped into the matmul's: unit batch dims join the next group; f; (oh, ow).
+    groups, pending = [], []
+    for i in range(nb):
+        pending.append(i)
+        if batch[i] > 1:
+            groups.append(pending)
+            pending = []
+    groups += [pending + [nb], [nb + 1, nb + 2]]
+    p = oh * ow
+    # A 1x1 stride-1 convolution has no gather to reorder: the transposed form adds a copy of its input, paid
+    # back only where the pixels do not fill even 4-wide vectors (MobileNetV2's 14x14 1x1 layers: 0.20 -> 0.29 ms).
+    # Fewer pixels than a vector (squeeze-and-excitation's 1x1 convolutions over one pixel) keep the plain form: the
+    # transposed one adds two kernels to a matrix-vector product (EfficientNet-B0: 64 more dispatches).
+    if pixel_multiple and p >= pixel_multiple and p % pixel_multiple and (not direct_view or p % 4) and not kept and \
+            nb == 1 and \
+            c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
+            _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem):
+        return True
+    with ir.InsertionPoint(conv), conv.location:
+        if direct_view:
+            patches = _collapse(src, groups[:-2] + [pending + [nb], [nb + 1, nb + 2]])
+        else:
+            masked = any(low) or h < (oh - 1) * sh + (kh - 1) * dh + 1 or wd < (ow - 1) * sw + (kw - 1) * dw + 1
+            shape = [batch[i] for i in kept] + [c, kh, kw, oh, ow]
+            placeholder = tensor.EmptyOp(shape, elem)
+
+    if not direct_view:
+        def body(ix):
+            at = dict(zip(kept, ix))
+            bc, bkh, bkw, boh, bow = ix[len(kept):]
+            ok_h, hh = clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
+            ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
+            v = tensor.ExtractOp(src, [at.get(i, index_const(0)) for i in range(nb)] + [bc, hh, ww]).result
+            if masked:
+                v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v,
+                                   arith.ConstantOp(elem, _zero(elem)).result).result
+            return v
+
+        cols = gather_generic(placeholder.operation, ir.RankedTensorType.get(shape, elem), body)
+        nk = len(kept)
+        with ir.InsertionPoint(conv), conv.location:
+            patches = _collapse(cols, [[i] for i in range(nk)] + [[nk, nk + 1, nk + 2], [nk + 3, nk + 4]])
+    g_kept = nb == 2 and batch[1] > 1
+    with ir.InsertionPoint(conv), conv.location:
+        # Weights: (g,) f, c, kh, kw -> (g,) f, k; a unit group dim joins f.
+        wr = len(w_shape)
+        if nb == 2 and not g_kept:
+            wmat = _collapse(w, [[0, 1], [2, 3, 4]])
+        else:
+            wmat = _collapse(w, [[i] for i in range(wr - 4)] + [[wr - 4], [wr - 3, wr - 2, wr - 1]])
+        small = [batch[i] for i in kept] + [f, p]
+        acc, rest = _fill(init, small, elem)
+        if not kept:
+            mm = linalg.matmul(wmat, patches, outs=[acc])
+        else:
+            mm = _batched_matmul(wmat, patches, acc, len(kept), g_kept)
+    _finish(conv, mm, groups, rest)
+    return True
+
+
+def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value,
+                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type) -> bool:
+    """nchw_conv_to_matmul's transposed form for one image and group; False (nothing changed) unless the
+    weights are a constant."""
+    wv = dense_constant(w)
+    if wv is None:
+        return False
+    f, c, kh, kw, oh, ow, h, wd = dims
+    sh, sw, dh, dw = strides
+    p, k = oh * ow, c * kh * kw
+    masked = any(low) or h < (oh - 1) * sh + (kh - 1) * dh + 1 or wd < (ow - 1) * sw + (kw - 1) * dw + 1
+    with ir.InsertionPoint(conv), conv.location:
+        placeholder = tensor.EmptyOp([oh, ow, c, kh, kw], elem)
+
+    def body(ix):
+        boh, bow, bc, bkh, bkw = ix
+        ok_h, hh = clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
+        ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
+        v = tensor.ExtractOp(src, [index_const(0), bc, hh, ww]).result
+        if masked:
+            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
+        return v
+
+    cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([oh, ow, c, kh, kw], elem), body)
+    with ir.InsertionPoint(conv), conv.location:
+        patches = _collapse(cols, [[0, 1], [2, 3, 4]])
+        wt_type = ir.RankedTensorType.get([k, f], elem)
+        wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(
+            np.ascontiguousarray(wv.reshape(f, k).T), type=wt_type)).result
+        acc, rest = _fill(init, [p, f], elem)
+        mm = linalg.matmul(patches, wt, outs=[acc])
+        back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
+    _finish(conv, back, groups, rest)
+    return True
+
+
+def _batched_matmul(wmat: ir.Value, patches: ir.Value, acc: ir.Value, nk: int, g_kept: bool) -> ir.Value:
+    """out[b..., f, p] += W[(g,) f, k] * patches[b..., k, p]: loops b..., f, p, k (g, when kept, is the last b)."""
+    nd = nk + 3
+    dims = [ir.AffineDimExpr.get(i) for i in range(nd)]
+    bd, fd, pd, kd = dims[:nk], dims[nk], dims[nk + 1], dims[nk + 2]
+    maps = [ir.AffineMap.get(nd, 0, ([bd[-1]] if g_kept else []) + [fd, kd]),
+            ir.AffineMap.get(nd, 0, bd + [kd, pd]),
+            ir.AffineMap.get(nd, 0, bd + [fd, pd])]
+    t = ir.RankedTensorType(acc.type)
+    elem = t.element_type
+    gen = linalg.GenericOp([t], [wmat, patches], [acc], ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                           ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
+                                             for it in ["parallel"] * (nd - 1) + ["reduction"]]))
+    body = gen.regions[0].blocks.append(elem, elem, elem)
+    with ir.InsertionPoint(body):
+        fl = isinstance(elem, ir.FloatType)
+        prod = (arith.MulFOp if fl else arith.MulIOp)(body.arguments[0], body.arguments[1]).result
+        linalg.YieldOp([(arith.AddFOp if fl else arith.AddIOp)(body.arguments[2], prod).result])
+    return gen.results[0]
+
+
+def _collapse_operand(v: ir.Value, amap: ir.AffineMap, groups: list[list[int]],
+                      big: list[int]) -> tuple[ir.Value, ir.AffineMap] | None:
+    """Input `v` of an elementwise op over loops `big`, read through `amap`, re-expressed over the collapsed
+    loops (one per group): (operand, map), or None when its dims do not follow the groups."""
+    ng = len(groups)
+    if not isinstance(v.type, ir.RankedTensorType):
+        return None
+    t = ir.RankedTensorType(v.type)
+    group_of = {d: gi for gi, g in enumerate(groups) for d in g}
+    if amap.n_symbols == 0 and is_identity(amap) and t.rank == len(big):
+        p = v.owner.operation if isinstance(v, ir.OpResult) else None
+        if p is not None and p.name == "tensor.expand_shape" and reassociation_groups(p) == groups:
+            return p.operands[0], ir.AffineMap.get_identity(ng)  # the reshape of an earlier matmul's result
+        return _collapse(v, groups), ir.AffineMap.get_identity(ng)
+    # A broadcast: each non-unit dim of v reads one loop; every group v reads, it reads whole and in order.
+    runs: list[tuple[int, list[int]]] = []  # (group, v's dims) in v's order
+    for j, e in enumerate(amap.results):
+        if t.shape[j] == 1:
+            continue
+        if not isinstance(e, ir.AffineDimExpr):
+            return None
+        d = ir.AffineDimExpr(e).position
+        if big[d] != t.shape[j]:
+            return None
+        gi = group_of[d]
+        if runs and runs[-1][0] == gi:
+            runs[-1][1].append(j)
+        else:
+            runs.append((gi, [j]))
+    if len({gi for gi, _ in runs}) != len(runs):
+        return None
+    for gi, js in runs:
+        want = [d for d in groups[gi] if big[d] != 1]
+        got = [ir.AffineDimExpr(amap.results[j]).position for j in js]
+        if got != want:
+            return None
+    # v's own reassociation: each run with the unit dims before it (the last also takes those after it).
+    vgroups, start = [], 0
+    for i, (_, js) in enumerate(runs):
+        end = js[-1] + 1 if i < len(runs) - 1 else t.rank
+        vgroups.append(list(range(start, end)))
+        start = end
+    if not runs:
+        vgroups = []
+    if len(vgroups) != t.rank:
+        elem = t.element_type
+        shape = [_prod(t.shape[d] for d in g) for g in vgroups]
+        v = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, elem), v, reassociation_attr(vgroups)).result
+    return v, ir.AffineMap.get(ng, 0, [ir.AffineDimExpr.get(gi) for gi, _ in runs])
+
+
+def sink_expand(expand: ir.Operation) -> ir.Operation:
+    """While the only user of reshape `expand` (small -> big) is an elementwise op that reads it in full, rebuild
+    that op over the small shape and reshape its result instead: the chain then runs on the matmul's layout,
+    where dispatch formation fuses it in place. Returns the last reshape."""
+    while True:
+        res = expand.results[0]
+        uses = list(res.uses)
+        if len(uses) != 1:
+            return expand
+        user = uses[0].owner.operation
+        if user.name != "linalg.generic" or any(it != "parallel" for it in iterator_types(user)):
+            return expand
+        nin = num_inputs(user)
+        ops_ = list(user.operands)
+        maps = indexing_maps(user)
+        if len(ops_) != nin + 1 or len(user.results) != 1 or not is_identity(maps[nin]) or \
+                any(o.name == "linalg.index" for o in user.regions[0].blocks[0].operations):
+            return expand
+        idx = next(i for i, v in enumerate(ops_) if v == res)
+        if idx >= nin or not is_identity(maps[idx]):
+            return expand
+        groups = reassociation_groups(expand)
+        big = list(ir.RankedTensorType(res.type).shape)
+        small_t = ir.RankedTensorType(expand.operands[0].type)
+        out = ops_[nin]
+        with ir.InsertionPoint(user), user.location:
+            new_ins = [_collapse_operand(v, m, groups, big) for v, m in zip(ops_[:nin], maps[:nin])]
+            if any(x is None for x in new_ins):
+                return expand  # (the collapses built so far are dead and go with the next cleanup)
+            p = out.owner.operation if isinstance(out, ir.OpResult) else None
+            if p is not None and p.name == "tensor.empty":
+                new_out = tensor.EmptyOp(list(small_t.shape), small_t.element_type).result
+            else:
+                new_out = _collapse(out, groups)
+        new = rebuild_generic(user, [v for v, _ in new_ins], [new_out], [m for _, m in new_ins] +
+                              [ir.AffineMap.get_identity(len(groups))], ["parallel"] * len(groups),
+                              list(range(nin + 1)), [small_t])
+        with ir.InsertionPoint(user), user.location:
+            back = tensor.ExpandShapeOp(user.results[0].type, new.results[0], reassociation_attr(groups), [], big)
+        user.results[0].replace_all_uses_with(back.result)
+        user.erase()
+        if not list(res.uses):
+            expand.erase()
+        expand = back.operation
+
+
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0) -> None:
+    """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
+    matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
+    `pixel_multiple` (the profile's conv_pixel_multiple): an NCHW convolution with constant weights whose output
+    pixels per channel are not a multiple of it multiplies in the transposed form (see nchw_conv_to_matmul)."""
+    # Convolutions found first: rewriting one erases ops (its init, its consumers) that a live walk would visit.
+    convs = []
+    for op in func_op.regions[0].blocks[0].operations:
+        roles = _conv_roles(op)
+        if roles is not None:
+            convs.append((op, *roles))
+    for op, wi, others in convs:
+        split = num_inputs(op) > 2 or len(list(op.regions[0].blocks[0].operations)) > 3
+        conv = _plain_conv(op, wi, others)
+        if conv is None:
+            continue
+        x = conv.operands[0]
+        if split:  # the prologue's reshaped inputs: the prologue joins the previous layer's epilogue
+            for v in list(x.owner.operation.operands):
+                if isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.expand_shape":
+                    sink_expand(v.owner.operation)
+                    break
+        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple)
+    for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
+        # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
+        if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \
+                not any(list(r.uses) for r in op.results):
+            op.erase()

@@ -1,0 +1,161 @@
+"""Producers taken back out of the reductions that upstream fusion put them in, where fusion_cost says so.
+
+A product-accumulating reduction (a convolution, a contraction of any layout) computes out += f(x-side inputs)
+* w; f is what an elementwise producer became inside it (squeeze-and-excitation's x * sigmoid(s) before a 1x1
+projection, a swish before a convolution). f then runs once per iteration of the loops its inputs do not read
+(reuse: the output channels of a convolution). Taken out, f runs once per value in an elementwise kernel of its
+own, over the loops its inputs read, and the reduction reads its result. Matmul forms are split_k's
+(`unfuse_producers`), which this leaves alone.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ...errors import CompileError
+from ...ir.linalg_info import indexing_maps, iterator_types, loop_ranges, num_inputs
+from ...ir.mlir import ir, linalg, tensor
+from ..strategy import fusion_cost
+from .generics import rebuild_generic
+from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decides those
+
+
+def _factor(op: ir.Operation):
+    """(w input, factor value, the body ops computing it, the x-side inputs they read) for a body
+    `yield out + factor * w` whose factor is computed from inputs other than w; else None."""
+    nin = num_inputs(op)
+    block = op.regions[0].blocks[0]
+    args, ops = list(block.arguments), list(block.operations)
+    yielded = ops[-1].operands
+    if len(yielded) != 1 or not isinstance(yielded[0], ir.OpResult):
+        return None
+    add = yielded[0].owner
+    if add.name not in ("arith.addf", "arith.addi") or args[nin] not in list(add.operands):
+        return None
+    prods = [v for v in add.operands if v != args[nin]]
+    if len(prods) != 1 or not isinstance(prods[0], ir.OpResult) or prods[0].owner.name not in ("arith.mulf",
+                                                                                                "arith.muli"):
+        return None
+    mul = prods[0].owner
+    ws = [a.arg_number for a in mul.operands if isinstance(a, ir.BlockArgument) and a.owner == block
+          and a.arg_number < nin]
+    for w in ws:
+        others = [v for v in mul.operands if v != args[w]]
+        if len(others) != 1 or len(list(args[w].uses)) != 1:
+            continue
+        factor = others[0]
+        needed, xs, stack = [], set(), [factor]
+        ok = True
+        while stack and ok:
+            v = stack.pop()
+            if isinstance(v, ir.OpResult) and any(v.owner == o for o in ops):
+                if v.owner.name == "linalg.index" or v.owner.regions:
+                    ok = False
+                elif not any(v.owner == o for o in needed):
+                    needed.append(v.owner)
+                    stack.extend(v.owner.operands)
+            elif isinstance(v, ir.BlockArgument) and v.owner == block:
+                if v.arg_number >= nin or v.arg_number == w:
+                    ok = False
+                xs.add(v.arg_number)
+        if not ok or not needed:
+            continue
+        # Every use of an x-side input is inside f: the reduction keeps no other use of it.
+        if any(not any(u.owner == o for o in needed) for x in xs for u in args[x].uses):
+            continue
+        return w, factor, needed, sorted(xs)
+    return None
+
+
+def _zero(e) -> bool:
+    return isinstance(e, ir.AffineConstantExpr) and ir.AffineConstantExpr(e).value == 0
+
+
+def _unfuse_one(op: ir.Operation) -> bool:
+    if op.name != "linalg.generic" or len(op.results) != 1 or "reduction" not in iterator_types(op):
+        return False
+    ranges = loop_ranges(op)
+    found = _factor(op) if ranges is not None else None
+    if found is None:
+        return False
+    w, factor, needed, xs = found
+    maps = indexing_maps(op)
+    # f is materialized over the index space of the largest x-side input (a convolution's image, its windows'
+    # overlap included); the others must read along its indices (or at 0: broadcast, unit dims).
+    main = max(xs, key=lambda x: prod(ir.RankedTensorType(op.operands[x].type).shape))
+    shape = list(ir.RankedTensorType(op.operands[main].type).shape)
+    exprs = [str(e) for e in maps[main].results]
+    local = {}
+    for x in xs:
+        res = []
+        for e in maps[x].results:
+            if _zero(e):
+                res.append(e)
+            elif str(e) in exprs:
+                res.append(ir.AffineDimExpr.get(exprs.index(str(e))))
+            else:
+                return False
+        local[x] = ir.AffineMap.get(len(shape), 0, res)
+    reuse = prod(ranges) // max(1, prod(shape))
+    elem = factor.type
+    width = elem.width if hasattr(elem, "width") else 32
+    if fusion_cost.keep_fused(fusion_cost.body_cost(needed), reuse, max(1, width // 8), prod(shape)):
+        return False
+    nin = num_inputs(op)
+    block = op.regions[0].blocks[0]
+    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    with ir.InsertionPoint(op), op.location:
+        ins = [op.operands[x] for x in xs]
+        pre_maps = [local[x] for x in xs] + [ir.AffineMap.get_identity(len(shape))]
+        pre = linalg.GenericOp([ir.RankedTensorType.get(shape, elem)], ins, [tensor.EmptyOp(shape, elem).result],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(mp) for mp in pre_maps]),
+                               ir.ArrayAttr.get([par] * len(shape)))
+    pre_block = pre.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v in ins], elem)
+    mapped = {x: pre_block.arguments[i] for i, x in enumerate(xs)}
+    values: list[tuple[ir.Value, ir.Value]] = []
+
+    def lookup(v: ir.Value) -> ir.Value:
+        if isinstance(v, ir.BlockArgument) and v.owner == block:
+            return mapped[v.arg_number]
+        return next((new for old, new in values if old == v), v)
+
+    with ir.InsertionPoint(pre_block), op.location:
+        for o in block.operations:
+            if any(o == x for x in needed):
+                c = o.clone()
+                for j, v in enumerate(list(c.operands)):
+                    c.operands[j] = lookup(v)
+                values.extend(zip(o.results, c.results))
+        linalg.YieldOp([lookup(factor)])
+    # f's result takes the largest x-side input's place: operand order is what convolution matching reads.
+    order = [i for i in range(nin) if i not in xs or i == main]
+    new_ins = [pre.results[0] if i == main else op.operands[i] for i in order]
+    new_maps = [maps[i] for i in order] + [maps[nin]]
+    arg_map = [order.index(i) if i in order and i != main else None for i in range(nin)] + [len(new_ins)]
+    new = rebuild_generic(op, new_ins, [op.operands[nin]], new_maps, iterator_types(op), arg_map,
+                          [op.results[0].type])
+    factor.replace_all_uses_with(new.regions[0].blocks[0].arguments[order.index(main)])
+    pending = list(needed)  # erased once unused: users before what they use
+    while pending:
+        dead = [o for o in pending if all(not list(r.uses) for r in o.results)]
+        if not dead:
+            raise CompileError("unfuse: a producer op inside the reduction is still used", stage="unfuse-producers")
+        for o in dead:
+            pending.remove(o)
+            o.erase()
+    op.results[0].replace_all_uses_with(new.results[0])
+    op.erase()
+    return True
+
+
+def unfuse_reductions(func_op: ir.Operation) -> int:
+    """Take producers out of product-accumulating reductions that are not matmul forms, where the cost model
+    says so; returns how many it rewrote."""
+    done = 0
+    for op in list(func_op.regions[0].blocks[0].operations):
+        if op.name == "linalg.generic" and matmul_form(op.operation) is None and _unfuse_one(op.operation):
+            done += 1
+    return done
+
+
+__all__ = ["unfuse_reductions"]

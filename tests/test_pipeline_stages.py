@@ -1,0 +1,226 @@
+"""Each stage of compiler/pipeline.py's STAGES on a small module: the module after the stages before it goes in, the
+stage runs alone, and the IR it leaves is checked (no device, no SPIR-V or OpenCL C except in `codegen`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from portable import profiles
+from portable.compiler import pipeline
+from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+from portable.ir.mlir import ir
+from portable.ir.util import find_ops
+
+MATMUL_SOFTMAX = """
+func.func @main(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>) -> tensor<64x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e2 = tensor.empty() : tensor<64x64xf32>
+  %s = linalg.softmax dimension(1) ins(%m : tensor<64x64xf32>) outs(%e2 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %s : tensor<64x64xf32>
+}
+"""
+
+I64_ADD = """
+func.func @"my graph"(%a: tensor<256xi64>, %b: tensor<256xi64>) -> tensor<256xi64> {
+  %e = tensor.empty() : tensor<256xi64>
+  %r = linalg.add ins(%a, %b : tensor<256xi64>, tensor<256xi64>) outs(%e : tensor<256xi64>) -> tensor<256xi64>
+  return %r : tensor<256xi64>
+}
+"""
+
+F16_ADD = I64_ADD.replace("i64", "f16").replace('"my graph"', "main")
+
+INSERT = """
+func.func @main(%a: tensor<4x8xf32>) -> tensor<6x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %r = tensor.insert_slice %a into %f[1, 0] [4, 8] [1, 1] : tensor<4x8xf32> into tensor<6x8xf32>
+  return %r : tensor<6x8xf32>
+}
+"""
+
+CONV = """
+func.func @main(%x: tensor<1x16x16x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x14x14x16xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x14x14x16xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x14x14x16xf32>) -> tensor<1x14x14x16xf32>
+  %c = linalg.conv_2d_nhwc_hwcf ins(%x, %w : tensor<1x16x16x8xf32>, tensor<3x3x8x16xf32>)
+         outs(%f : tensor<1x14x14x16xf32>) -> tensor<1x14x14x16xf32>
+  return %c : tensor<1x14x14x16xf32>
+}
+"""
+
+GEMV = """
+func.func @main(%a: tensor<1x8192xf32>, %b: tensor<8192x64xf32>) -> tensor<1x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x64xf32>) -> tensor<1x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<1x8192xf32>, tensor<8192x64xf32>) outs(%f : tensor<1x64xf32>) -> tensor<1x64xf32>
+  return %m : tensor<1x64xf32>
+}
+"""
+
+
+def _options(name: str, **changes) -> profiles.Options:
+    return profiles.codegen_options(profiles.all_profiles()[name]).replace(**changes)
+
+
+def _names(module: ir.Module) -> list[str]:
+    out: list[str] = []
+
+    def visit(op):
+        out.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return out
+
+
+def _at(text: str, name: str, options: profiles.Options, targets=("vulkan", "opencl")):
+    """A Compilation of `text` with every stage before `name` run; then `name` itself: (before, after, changed)."""
+    i = [s.name for s in STAGES].index(name)
+    c = Compilation(ir.Module.parse(text), options, targets, Dumper("0" * 16))
+    run_stages(c, STAGES[:i])
+    before = _names(c.module)
+    c.stage = name
+    changed = STAGES[i].run(c)
+    c.module.operation.verify()
+    return before, c, changed
+
+
+@pytest.fixture(autouse=True)
+def _context():
+    with ir.Context(), ir.Location.unknown():
+        yield
+
+
+def test_stage_names_are_unique_and_in_one_list():
+    names = [s.name for s in STAGES]
+    assert len(names) == len(set(names))
+    assert names[0] == "named-ops" and names[-2:] == ["plan", "codegen"]
+    assert pipeline.stage("tile-and-map") is STAGES[names.index("tile-and-map")]
+
+
+def test_named_ops_decomposes_softmax():
+    before, c, changed = _at(MATMUL_SOFTMAX, "named-ops", _options("generic"))
+    assert "linalg.softmax" in before and changed
+    assert "linalg.softmax" not in _names(c.module)
+
+
+def test_signature_names_the_function_as_an_identifier():
+    _, c, _ = _at(I64_ADD, "signature", _options("generic"))
+    assert ir.StringAttr(pipeline.public_func(c.module).attributes["sym_name"]).value == "my_graph"
+
+
+def test_preprocess_generalizes_named_ops():
+    before, c, _ = _at(MATMUL_SOFTMAX, "preprocess", _options("generic"))
+    assert "linalg.matmul" in before
+    after = _names(c.module)
+    assert "linalg.matmul" not in after and "linalg.generic" in after
+
+
+def test_narrow_i64_without_int64():
+    opts = _options("generic", spirv_caps=("Shader",))
+    _, c, changed = _at(I64_ADD, "narrow-i64", opts, ("vulkan",))
+    assert changed and c.narrowed == ([0, 1], [0])
+    assert "i64" not in str(pipeline.public_func(c.module))
+    _, c, changed = _at(I64_ADD, "narrow-i64", opts.replace(spirv_caps=("Shader", "Int64")), ("vulkan",))
+    assert changed is False
+
+
+def test_widen_f16_without_16bit_storage():
+    _, c, changed = _at(F16_ADD, "widen-f16", _options("generic", spirv_caps=("Shader",)), ("vulkan",))
+    assert changed and c.widened == ([0, 1], [0])
+    assert "f16" not in str(pipeline.public_func(c.module))
+
+
+def test_insert_slices_become_generics():
+    before, c, _ = _at(INSERT, "insert-slices", _options("generic"))
+    assert "tensor.insert_slice" in before and "tensor.insert_slice" not in _names(c.module)
+
+
+def test_conv_gemm_makes_convolutions_matmuls():
+    """The 7-loop convolution generic (generalized by preprocess) is rewritten as a product (implicit GEMM)."""
+    before, c, changed = _at(CONV, "conv-gemm", _options("nvidia"))
+    loops = [len(ir.ArrayAttr(op.attributes["iterator_types"]))
+             for op in find_ops(c.module.operation, ("linalg.generic",))]
+    assert changed and loops and 7 not in loops
+
+
+def test_split_k_splits_a_long_gemv():
+    before, c, changed = _at(GEMV, "split-k", _options("nvidia"))
+    assert changed
+    assert _names(c.module).count("linalg.generic") > before.count("linalg.generic")
+
+
+@pytest.mark.parametrize("name", ["unfuse-reductions", "rewrites", "windows", "unfuse-producers", "split-rows",
+                                  "reduction-inputs"])
+def test_graph_stages_keep_linalg_on_tensors(name):
+    _, c, _ = _at(MATMUL_SOFTMAX, name, _options("nvidia"))
+    names = _names(c.module)
+    assert "linalg.generic" in names and "gpu.module" not in names and "memref.alloc" not in names
+
+
+def test_dispatch_forms_groups_and_strategies():
+    _, c, _ = _at(MATMUL_SOFTMAX, "dispatch", _options("nvidia"))
+    assert c.groups and len(c.groups) == len(c.strategies) and c.pristine is not None and not c.plain
+
+
+def test_tile_and_map_bufferizes_and_maps_to_the_gpu():
+    _, c, _ = _at(MATMUL_SOFTMAX, "tile-and-map", _options("nvidia"))
+    names = _names(c.module)
+    assert "gpu.launch" in names and "transform.named_sequence" not in names
+    assert not find_ops(c.module.operation, ("linalg.generic",), lambda op: "tensor<" in str(op.results[0].type)
+                        if len(op.results) else False)
+
+
+def test_outline_makes_gpu_modules():
+    _, c, _ = _at(MATMUL_SOFTMAX, "outline", _options("nvidia"))
+    names = _names(c.module)
+    assert "gpu.module" in names and "gpu.launch_func" in names and "gpu.launch" not in names
+
+
+@pytest.mark.parametrize("name", ["coop-staging", "vector-to-mma", "coop-narrow", "unroll-steps"])
+def test_cooperative_and_staged_stages(name):
+    """On a f16 matmul for NVIDIA's Vulkan: cooperative matrices (staged K) and their lowering."""
+    text = MATMUL_SOFTMAX.split("%e2")[0].replace("f32", "f16").replace("64x32", "128x64").replace(
+        "32x64", "64x128").replace("64x64", "128x128") + "  return %m : tensor<128x128xf16>\n}\n"
+    _, c, changed = _at(text, name, _options("nvidia"), ("vulkan",))
+    names = _names(c.module)
+    if name == "vector-to-mma":
+        assert changed and "gpu.subgroup_mma_compute" in names
+    elif name == "coop-staging":
+        assert changed == any(s.coop and s.promote_k for s in c.strategies)
+    else:
+        assert changed in (True, False)
+
+
+def test_lower_kernels_leaves_no_affine_ops():
+    _, c, _ = _at(MATMUL_SOFTMAX, "lower-kernels", _options("nvidia"))
+    for gm in find_ops(c.module.operation, ("gpu.module",)):
+        assert not any(n.startswith("affine.") for n in _gm_names(gm))
+
+
+def _gm_names(gm: ir.Operation) -> list[str]:
+    out: list[str] = []
+    gm.walk(lambda op: out.append(op.name) or ir.WalkResult.ADVANCE)
+    return out
+
+
+@pytest.mark.parametrize("name", ["licm", "row-registers", "loop-registers", "forward-own-writes", "row-columns"])
+def test_kernel_stages_keep_kernels(name):
+    for prof in ("nvidia", "lavapipe"):
+        before, c, _ = _at(MATMUL_SOFTMAX, name, _options(prof))
+        assert before.count("gpu.func") == _names(c.module).count("gpu.func") > 0
+
+
+def test_plan_and_codegen_at_the_boundary():
+    _, c, changed = _at(MATMUL_SOFTMAX, "plan", _options("nvidia"))
+    assert changed is False and c.builder.launches
+    _, c, changed = _at(MATMUL_SOFTMAX, "codegen", _options("nvidia"))
+    assert changed is False and c.kernels and all(k.spirv and k.opencl for k in c.kernels)
+    assert set(c.index.values()) == set(range(len(c.kernels)))
