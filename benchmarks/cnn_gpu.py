@@ -235,12 +235,13 @@ def run(src: Path, out: Path, iters: int, devices: list[str]) -> None:
     for dev in devices:
         try:
             t0 = time.perf_counter()
-            exe = portable.load(src / f"{name}.ptpk", device=dev, expect_hash=(src / f"{name}.hash").read_text().strip())
+            pin = (src / f"{name}.hash").read_text().strip()
+            exe = portable.load(src / f"{name}.ptpk", device=dev, expect_hash=pin)
             y, = exe(x)
             load_s = time.perf_counter() - t0
             err = None if ref is None else float(np.abs(y - ref).max() / (np.abs(ref).max() + 1e-12))
-            _settle(lambda: exe(x))
-            t = _time(lambda: exe(x), iters)
+            _settle(lambda exe=exe: exe(x))
+            t = _time(lambda exe=exe: exe(x), iters)
             res["results"][f"portable-{dev}"] = {"median_ms": statistics.median(t), "min_ms": min(t),
                                                  "first_run_s": load_s, "max_rel_err_vs_torch": err,
                                                  "kernels": len(exe.executable.kernels)

@@ -212,7 +212,8 @@ def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str], k
                     _settle(lambda exe=exe, xs=xs: exe(*xs))
                     t = _time(lambda exe=exe, xs=xs: exe(*xs), iters)
                     r = {"median_ms": statistics.median(t), "min_ms": min(t), "first_run_s": first,
-                         "max_rel_err_vs_onnxruntime": err, "dispatches": len(exe.executable.dispatches) if hasattr(exe, "executable") else None}
+                         "max_rel_err_vs_onnxruntime": err,
+                         "dispatches": len(exe.executable.dispatches) if hasattr(exe, "executable") else None}
                     if "pytorch-eager" in rec:
                         r["vs_pytorch_eager"] = rec["pytorch-eager"]["median_ms"] / r["median_ms"]
                     rec[f"portable-{dev}"] = r

@@ -33,7 +33,8 @@ WORKLOADS = {
 ONLY_API = {"matmul_f16": "vulkan"}
 VARIANTS = {
     # Register tiles x workgroup sizes were swept before (benchmarks/results/h200/sweep_matmul_*.json: 8x4 per
-    # thread, 64 threads, best at 5.9 ms); now operand tiles staged in workgroup memory (compiler/schedule/promotion.py).
+    # thread, 64 threads, best at 5.9 ms); now operand tiles staged in workgroup memory
+    # (compiler/schedule/promotion.py).
     "matmul": [{"thread_tile": [8, 4], "matmul_workgroup_invocations": 64, "matmul_promote_tiles": []}]
               + [{"matmul_promote_tiles": [tile], "matmul_promote_k": kt}
                  for tile, kt in (([64, 64, 8, 4], 32), ([128, 64, 8, 4], 32), ([64, 128, 8, 4], 32),
@@ -110,7 +111,8 @@ def _inputs(kind, shape, rng):
         return [rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)]
     if kind == "mlp_softmax":
         m, k, n = shape
-        return [rng.standard_normal((m, k), dtype=np.float32) * 0.1, rng.standard_normal((k, n), dtype=np.float32) * 0.1,
+        return [rng.standard_normal((m, k), dtype=np.float32) * 0.1,
+                rng.standard_normal((k, n), dtype=np.float32) * 0.1,
                 rng.standard_normal((n,), dtype=np.float32) * 0.1]
     if kind == "add":
         return [rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)]
@@ -173,10 +175,11 @@ def run(src: Path, device: str, out: Path, iters: int, only: str | None) -> None
                 e = np.exp(h - h.max(-1, keepdims=True))
                 ref = e / e.sum(-1, keepdims=True)
             if ref is None:
-                ref = {"matmul": lambda: xs[0] @ xs[1],
-                       "matmul_f16": lambda: xs[0].astype(np.float32) @ xs[1].astype(np.float32), "add": lambda: xs[0] + xs[1],
-                       "gemv_residual": lambda: xs[0] @ xs[1] + xs[2],
-                       "softmax": lambda: np.exp(xs[0] - xs[0].max(-1, keepdims=True)) /
+                ref = {"matmul": lambda xs=xs: xs[0] @ xs[1],
+                       "matmul_f16": lambda xs=xs: xs[0].astype(np.float32) @ xs[1].astype(np.float32),
+                       "add": lambda xs=xs: xs[0] + xs[1],
+                       "gemv_residual": lambda xs=xs: xs[0] @ xs[1] + xs[2],
+                       "softmax": lambda xs=xs: np.exp(xs[0] - xs[0].max(-1, keepdims=True)) /
                        np.exp(xs[0] - xs[0].max(-1, keepdims=True)).sum(-1, keepdims=True)}[kind]()
             refs[entry["workload"]] = (xs, ref, torch_ms)
         xs, ref, torch_ms = refs[entry["workload"]]

@@ -165,7 +165,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="decoder step: .onnx, or a saved .ptx/.ptpk")
     ap.add_argument("--expect-hash", help="for a .ptpk/.ptx: the hash `portable compile` printed (or `portable verify` "
-                    "prints); without it the file must be signed by a key in PORTABLE_TRUSTED_KEYS or built by this user")
+                    "prints); without it the file must be signed by a key in PORTABLE_TRUSTED_KEYS or built by this "
+                    "user")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--prompt", default="portable runs models on every GPU")
     ap.add_argument("--new", type=int, default=24, help="tokens to generate")

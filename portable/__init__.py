@@ -4,11 +4,10 @@
     exe = portable.compile(graph, device="opencl:0"); out = exe(a, b)
 """
 
+from .api import CompiledGraph, StatefulGraph, compile, load, run
 from .config import VERSION as __version__
-
-from .api import CompiledGraph, StatefulGraph, compile, load, run  # noqa: E402
-from .devices import devices  # noqa: E402
-from .errors import (  # noqa: E402
+from .devices import devices
+from .errors import (
     CompileError,
     DeviceLost,
     DeviceNotFound,
@@ -20,9 +19,9 @@ from .errors import (  # noqa: E402
     UnsupportedOp,
 )
 
-__all__ = ["run", "compile", "load", "devices", "CompiledGraph", "StatefulGraph", "Graph", "PortableError", "DeviceNotFound",
-           "UnsupportedOp", "CompileError", "KernelBuildError", "ShapeMismatch", "OutOfDeviceMemory",
-           "DeviceLost", "PackageError"]
+__all__ = ["run", "compile", "load", "devices", "CompiledGraph", "StatefulGraph", "Graph", "PortableError",
+           "DeviceNotFound", "UnsupportedOp", "CompileError", "KernelBuildError", "ShapeMismatch", "OutOfDeviceMemory",
+           "DeviceLost", "PackageError", "__version__"]
 
 
 def __getattr__(name):

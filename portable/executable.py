@@ -261,7 +261,8 @@ class Executable:
 
 # What turning edited plan data (JSON of other types or shapes) into plan objects raises.
 PLAN_ERRORS = (KeyError, ValueError, TypeError, AttributeError, IndexError, OverflowError, RecursionError, EOFError,
-               OSError, MemoryError, SyntaxError, tokenize.TokenError)  # the last two: numpy reading a damaged .npy header
+               # the last two: numpy reading a damaged .npy header
+               OSError, MemoryError, SyntaxError, tokenize.TokenError)
 
 
 def kernel_entry(k: Kernel, prefix: str, put: Callable[[str, bytes], None]) -> dict:

@@ -281,7 +281,8 @@ def _convert(path: Path, key: str, tp: Any, v: Any) -> Any:
             except ProfileError as e:
                 errors.append(e)
         raise errors[-1] if len(errors) == 1 else ProfileError(
-            f"{path}: {key} = {v!r} should be {' or '.join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))}")
+            f"{path}: {key} = {v!r} should be "
+            f"{' or '.join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))}")
     if origin is tuple:
         item = typing.get_args(tp)[0]
         seq = v if isinstance(v, (list, tuple)) else [v]

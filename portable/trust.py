@@ -228,7 +228,8 @@ def require(what: str, digest: str, *, pinned: bool, signatures: list[dict] | No
     signers = ", ".join(key_id(bytes.fromhex(r["key"])) for r in signatures or [])
     if signers:
         why, how = (f"it is signed by key(s) {signers}, none of which you trust",
-                    "pass the signer's public key (its .pub file) as `trusted_keys=[...]` or in PORTABLE_TRUSTED_KEYS, ")
+                    "pass the signer's public key (its .pub file) as `trusted_keys=[...]` or in "
+                    "PORTABLE_TRUSTED_KEYS, ")
     else:
         why = "it is not pinned, carries no signature and was not built by this user"
         how = "" if signatures is None else "have its builder sign it (`portable sign`) and trust their key, "

@@ -75,7 +75,8 @@ def layering(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     bad = []
     for m, deps in graph.items():
         for d in deps:
-            if m.startswith(("portable.codegen_spirv", "portable.codegen_opencl")) and d.startswith("portable.compiler"):
+            if m.startswith(("portable.codegen_spirv", "portable.codegen_opencl")) and \
+                    d.startswith("portable.compiler"):
                 bad.append((m, d))
             if m.startswith(("portable.runtime_vk", "portable.runtime_cl", "portable.memory")) and \
                     d.startswith(("portable.ir", "portable.compiler")):

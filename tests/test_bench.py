@@ -200,7 +200,8 @@ def test_bench_runs_an_export_made_without_iree(device, tmp_path):
         f.write(b"\0")
     assert main(["--import", str(tmp_path / "x"), "--device", device, "--peers", "portable", "--out",
                  str(tmp_path / "r2"), "--no-chart", "--iters", "2"]) in (0, 1)
-    mine, = [r for r in json.loads((tmp_path / "r2" / "results.json").read_text())["results"] if r["peer"] == "portable"]
+    results = json.loads((tmp_path / "r2" / "results.json").read_text())["results"]
+    mine, = [r for r in results if r["peer"] == "portable"]
     assert mine["status"] != "ok" and "pinned" in str(mine.get("error")), mine
 
 

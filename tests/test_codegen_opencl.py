@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portable import config
 from portable.codegen_opencl import OpenCLKernel, emit_opencl
-from portable.ir.mlir import ir
 from portable.errors import UnsupportedOp
+from portable.ir.mlir import ir
 
 DATA = Path(__file__).parent / "data" / "opencl"
 GOLDEN = sorted(p.stem for p in DATA.glob("*.mlir"))

@@ -122,7 +122,8 @@ def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
         conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple)
-        return [(list(ir.RankedTensorType(op.operands[0].type).shape), list(ir.RankedTensorType(op.operands[1].type).shape))
+        return [(list(ir.RankedTensorType(op.operands[0].type).shape),
+                 list(ir.RankedTensorType(op.operands[1].type).shape))
                 for op in fn.regions[0].blocks[0].operations if op.name == "linalg.matmul"]
 
 

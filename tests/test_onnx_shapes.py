@@ -190,7 +190,7 @@ def test_decoder_step_with_a_past_length(device):
               ("ax1", np.array([1], np.int64))])
     exe = portable.compile(m, device=device)
     past = np.zeros((1, 0, d), np.float32)
-    for step in range(3):
+    for _ in range(3):
         h = rand(1, 1, d)
         mask = np.ones((1, past.shape[1] + 1), np.int64)
         mask[0, 0] = 0 if past.shape[1] else 1

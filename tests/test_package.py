@@ -142,8 +142,9 @@ def test_package_runs_without_compiler_or_profiles(package, tmp_path):
     from conftest import AVAILABLE
 
     script = "import portable.profiles as p, pathlib; p.PROFILE_DIR = pathlib.Path('/nonexistent')\n" + RUN_PACKAGE
-    done = subprocess.run([sys.executable, "-c", script, str(package), Package(package).content_hash, *AVAILABLE], check=False, capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path)))
+    done = subprocess.run([sys.executable, "-c", script, str(package), Package(package).content_hash, *AVAILABLE],
+                          check=False, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("OK") == len(AVAILABLE) and "MLIR []" in done.stdout
 
@@ -175,8 +176,8 @@ def test_package_in_a_fresh_venv_without_mlir(package, tmp_path):
                    check=True, timeout=300)
     listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, check=True).stdout
     assert "torch" not in listed.lower() and "mlir" not in listed.lower(), listed
-    done = subprocess.run([str(py), "-c", RUN_PACKAGE, str(package), Package(package).content_hash, *AVAILABLE], check=False, capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path,
+    done = subprocess.run([str(py), "-c", RUN_PACKAGE, str(package), Package(package).content_hash, *AVAILABLE],
+                          check=False, capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env=dict(os.environ, PORTABLE_CACHE_DIR=str(tmp_path / "c")))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("OK") == len(AVAILABLE) and "MLIR []" in done.stdout, done.stdout

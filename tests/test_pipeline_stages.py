@@ -16,7 +16,8 @@ func.func @main(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>) -> tensor<64x64xf3
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<64x64xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %m = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x64xf32>) outs(%f : tensor<64x64xf32>)
+    -> tensor<64x64xf32>
   %e2 = tensor.empty() : tensor<64x64xf32>
   %s = linalg.softmax dimension(1) ins(%m : tensor<64x64xf32>) outs(%e2 : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %s : tensor<64x64xf32>
@@ -59,7 +60,8 @@ func.func @main(%a: tensor<1x8192xf32>, %b: tensor<8192x64xf32>) -> tensor<1x64x
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1x64xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x64xf32>) -> tensor<1x64xf32>
-  %m = linalg.matmul ins(%a, %b : tensor<1x8192xf32>, tensor<8192x64xf32>) outs(%f : tensor<1x64xf32>) -> tensor<1x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<1x8192xf32>, tensor<8192x64xf32>) outs(%f : tensor<1x64xf32>)
+    -> tensor<1x64xf32>
   return %m : tensor<1x64xf32>
 }
 """

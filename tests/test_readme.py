@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import AVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +45,8 @@ def _trust_section() -> tuple[str, str]:
     return shell, python
 
 
-@pytest.mark.skipif("vulkan:0" not in AVAILABLE, reason=f"the trust example loads on vulkan:0; this host has {AVAILABLE}")
+@pytest.mark.skipif("vulkan:0" not in AVAILABLE,
+                    reason=f"the trust example loads on vulkan:0; this host has {AVAILABLE}")
 def test_trust_commands_run_as_written(tmp_path):
     """The README's keygen / compile --sign-key / sign / verify commands run as written (`.venv/bin/portable` is this
     interpreter's portable), and its load calls run the package: pinned by the hash compile printed, signed by the

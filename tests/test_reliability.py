@@ -55,7 +55,8 @@ def _write(path: Path, entries: dict[str, bytes], rehash: bool = True) -> Path:
     """A package of these entries; `rehash`: its content hash made valid again (anyone can: it is no signature)."""
     if rehash:
         m = json.loads(entries["manifest.json"])
-        digests = {n: hashlib.sha256(d).digest() for n, d in entries.items() if n not in ("manifest.json", "signatures.json")}
+        digests = {n: hashlib.sha256(d).digest() for n, d in entries.items()
+                   if n not in ("manifest.json", "signatures.json")}
         m["content_hash"] = _content_hash(digests, m)
         entries = dict(entries, **{"manifest.json": json.dumps(m).encode()})
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

@@ -1,4 +1,5 @@
-"""compiler/lowering/row_registers.py on hand-written kernels: what it keeps in registers, and what it must leave alone."""
+"""compiler/lowering/row_registers.py on hand-written kernels: what it keeps in registers, and what it must leave
+alone."""
 
 from __future__ import annotations
 

@@ -16,10 +16,9 @@ import pytest
 from portable import config
 from portable.errors import DeviceNotFound, DriverError, KernelBuildError, OutOfDeviceMemory
 from portable.executable import Kernel
-from portable.runtime_cl import OpenCLBackend, enumerate_devices
-from portable.runtime_cl import discovery
-from portable.runtime_cl.clapi import cl
+from portable.runtime_cl import OpenCLBackend, discovery, enumerate_devices
 from portable.runtime_cl.buffers import live_buffers
+from portable.runtime_cl.clapi import cl
 from portable.runtime_cl.program_cache import ProgramCache, ProgramCacheWarning
 
 DATA = Path(__file__).parent / "data" / "cl"

@@ -137,7 +137,8 @@ class _Source:
 
 def test_pool_binds_large_buffers_through_views():
     pool = BufferPool(_Source(), "fake")
-    with pytest.raises(OutOfDeviceMemory, match=r"'big' needs 4194304 bytes \(4.0 MiB\), above the largest buffer a kernel"):
+    with pytest.raises(OutOfDeviceMemory,
+                       match=r"'big' needs 4194304 bytes \(4.0 MiB\), above the largest buffer a kernel"):
         pool.acquire(4 * MIB, "big")  # bound whole: over the 1 MiB range
     big = pool.acquire(4 * MIB, "big", bound=MIB)  # bound one chunk at a time: fine
     head, tail = pool.view(big, 0, MIB), pool.view(big, 3 * MIB, MIB)
@@ -251,5 +252,6 @@ def test_carried_state_in_pieces_is_refused(device, monkeypatch):
     g.output(g.add(s, x))
     live, exe = _compile(g, device, MIB)
     _lower_max_block(monkeypatch, live, 5 * MIB // 2)
-    with CompiledGraph(exe, live) as cg, pytest.raises(PortableError, match=r"carried state (in|out)put 0 needs 8192000 bytes.* 4 pieces"):
+    with CompiledGraph(exe, live) as cg, \
+            pytest.raises(PortableError, match=r"carried state (in|out)put 0 needs 8192000 bytes.* 4 pieces"):
         cg.with_state({0: 0})

@@ -247,7 +247,8 @@ def test_conv_direct_and_im2col(device, tmp_path, im2col):
     g.output(g.relu(g.conv2d(x, w, padding=(1, 1), stride=(2, 1))))
     _, loaded = _compile_and_load(g, device, tmp_path, im2col_max_bytes=im2col)
     rng = np.random.default_rng(9)
-    xs = [rng.standard_normal((2, 17, 15, 16)).astype(np.float32), rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
+    xs = [rng.standard_normal((2, 17, 15, 16)).astype(np.float32),
+          rng.standard_normal((3, 3, 16, 32)).astype(np.float32)]
     np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-4, atol=1e-4)
 
 
@@ -260,13 +261,17 @@ module {
     %cst = arith.constant 0.000000e+00 : f32
     %0 = tensor.empty() : tensor<3x2x3x4xf32>
     %c0 = tensor.collapse_shape %arg0 [[0, 1], [2], [3]] : tensor<3x1x3x4xf32> into tensor<3x3x4xf32>
-    %1 = linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c0 : tensor<3x3x4xf32>) outs(%0 : tensor<3x2x3x4xf32>) {
+    %1 = linalg.generic {indexing_maps = [#map, #map1],
+                         iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+        ins(%c0 : tensor<3x3x4xf32>) outs(%0 : tensor<3x2x3x4xf32>) {
     ^bb0(%in: f32, %out: f32):
       linalg.yield %in : f32
     } -> tensor<3x2x3x4xf32>
     %2 = tensor.empty() : tensor<3x2x4x2xf32>
     %c1 = tensor.collapse_shape %arg1 [[0, 1], [2], [3]] : tensor<1x2x4x2xf32> into tensor<2x4x2xf32>
-    %3 = linalg.generic {indexing_maps = [#map2, #map1], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c1 : tensor<2x4x2xf32>) outs(%2 : tensor<3x2x4x2xf32>) {
+    %3 = linalg.generic {indexing_maps = [#map2, #map1],
+                         iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+        ins(%c1 : tensor<2x4x2xf32>) outs(%2 : tensor<3x2x4x2xf32>) {
     ^bb0(%in: f32, %out: f32):
       linalg.yield %in : f32
     } -> tensor<3x2x4x2xf32>
@@ -274,8 +279,10 @@ module {
     %b = tensor.collapse_shape %3 [[0, 1], [2], [3]] : tensor<3x2x4x2xf32> into tensor<6x4x2xf32>
     %4 = tensor.empty() : tensor<6x3x2xf32>
     %5 = linalg.fill ins(%cst : f32) outs(%4 : tensor<6x3x2xf32>) -> tensor<6x3x2xf32>
-    %6 = linalg.batch_matmul ins(%a, %b : tensor<6x3x4xf32>, tensor<6x4x2xf32>) outs(%5 : tensor<6x3x2xf32>) -> tensor<6x3x2xf32>
-    %e = tensor.expand_shape %6 [[0, 1], [2], [3]] output_shape [3, 2, 3, 2] : tensor<6x3x2xf32> into tensor<3x2x3x2xf32>
+    %6 = linalg.batch_matmul ins(%a, %b : tensor<6x3x4xf32>, tensor<6x4x2xf32>) outs(%5 : tensor<6x3x2xf32>)
+        -> tensor<6x3x2xf32>
+    %e = tensor.expand_shape %6 [[0, 1], [2], [3]] output_shape [3, 2, 3, 2]
+        : tensor<6x3x2xf32> into tensor<3x2x3x2xf32>
     return %e : tensor<3x2x3x2xf32>
   }
 }

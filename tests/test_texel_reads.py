@@ -16,9 +16,9 @@ import portable
 from portable import profiles
 from portable.codegen_spirv import disassemble
 from portable.codegen_spirv.texel_reads import texel_reads
-from portable.ir.mlir import ir
 from portable.devices import open_device
 from portable.errors import KernelBuildError, OutOfDeviceMemory
+from portable.ir.mlir import ir
 
 RNG = np.random.default_rng(11)
 
@@ -121,7 +121,8 @@ def test_texel_reads_run_and_round_trip(device, tmp_path, on):
 
 
 def test_texel_reads_of_f16_operands(device, tmp_path):
-    """An f16 matmul's operands, four halves to an i64 (codegen_spirv/lanes/wide_buffers.py), are read as half texels."""
+    """An f16 matmul's operands, four halves to an i64 (codegen_spirv/lanes/wide_buffers.py), are read as half
+    texels."""
     _vulkan(device)
     live = open_device(device)
     if not {"Float16", "Int64"} <= set(profiles.codegen_options(profiles.match(live.info), live.info)["spirv_caps"]):

@@ -2,8 +2,8 @@
 onnxruntime (CPU) and PyTorch eager, with geomean ratios, into a dated report.
 
 Per network, as `portable zoo` runs it: one process exports the ONNX file (or reuses the zoo cache) and times
-onnxruntime, the reference every output is checked against (status pass); one process per device compiles, checks and times
-portable (steady-state median); one process times the PyTorch module the file was exported from, eager (CPU
+onnxruntime, the reference every output is checked against (status pass); one process per device compiles, checks and
+times portable (steady-state median); one process times the PyTorch module the file was exported from, eager (CPU
 here; on CUDA where the host has it). A ratio is peer time / portable time: above 1, portable is faster. ncnn (its
 Vulkan peer, models converted with pnnx) is not run here.
 

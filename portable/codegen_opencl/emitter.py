@@ -276,7 +276,8 @@ class Emitter:
         name = self.fresh(prefix)
         element = "uchar" if T.is_i1(t.element_type) else self.ct(t.element_type)
         # 16-byte aligned, so vload4/vstore4 at indices the compiler sees are multiples of 4 become 128-bit
-        # accesses (workgroup tiles of compiler/schedule/promotion.py); 32 where matrix fragments are loaded (wmma.load).
+        # accesses (workgroup tiles of compiler/schedule/promotion.py); 32 where matrix fragments are loaded
+        # (wmma.load).
         encoding, align = "", 16
         if space == "workgroup" and matrix.reads_fragments(value):
             align = 32

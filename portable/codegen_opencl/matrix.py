@@ -182,8 +182,8 @@ def constant(em, op) -> None:
 
 
 def elementwise(em, op) -> None:
-    """The one elementwise op on fragments the compiler makes (compiler/schedule/coop_narrow.py): an f32 accumulator rounded
-    to f16. wmma's f32 and f16 accumulators hold the same elements in the same order (eight floats; four
+    """The one elementwise op on fragments the compiler makes (compiler/schedule/coop_narrow.py): an f32 accumulator
+    rounded to f16. wmma's f32 and f16 accumulators hold the same elements in the same order (eight floats; four
     registers of two halves, the lower half first), so each pair of floats becomes one register."""
     _check(em, op)
     src, result = op.operands[0], op.results[0]

@@ -29,7 +29,7 @@ def allocs_to_private(gpu_module: ir.Operation) -> None:
                 if any(u.owner.name not in ("memref.load", "memref.store") for u in op.results[0].uses):
                     continue
                 dyn = iter(op.operands)
-                for i, d in enumerate(shape):
+                for i in range(len(shape)):
                     if t.is_dynamic_dim(i):
                         shape[i] = bounds.upper(next(dyn))
                 if any(d is None or d <= 0 for d in shape):

@@ -145,7 +145,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")
             # After lower-affine and canonicalize: loop bounds are constants where they can be.
-            limit_loop_iterations(gm.operation, int(profile.get("max_loop_iterations") or 0), profile.get("name", ""))
+            limit_loop_iterations(gm.operation, o.max_loop_iterations or 0, o.name or "")
             passmanager.PassManager.parse(
                 "builtin.module(gpu.module(canonicalize,convert-math-to-spirv,convert-ub-to-spirv))"
             ).run(module.operation)

@@ -579,7 +579,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
                 dump(f"{gname}-lanes", _gpu_module(vk))
             # The boundary: the SPIR-V serializer takes the kernel as text (its own context; codegen_spirv).
             spirv, texels = spirv_from_gpu_module(str(_gpu_module(vk)), wg, o,
-                                                  dump=lambda s, t: dump(f"{gname}-{s}", t), access=access)
+                                                  dump=lambda s, t, g=gname: dump(f"{g}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
             from ..codegen_opencl import emit_opencl

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, deque
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ class Results:
         self._saved = time.monotonic()
 
     @classmethod
-    def load(cls, path: Path) -> "Results":
+    def load(cls, path: Path) -> Results:
         r = cls(path)
         if path.exists():
             data = json.loads(path.read_text())
@@ -205,7 +205,7 @@ def run(cases: list[Case], columns: list[str], results: Results, *, jobs: int = 
         results.data["results"] = {}
         results.data["cases"] = {}
     results.data["meta"].update(meta or {})
-    results.data["meta"]["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results.data["meta"]["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
     queue: deque[tuple[Case, list[str]]] = deque()
     for c in cases:
         todo = [col for col in columns if not (resume and results.has(c.name, col))]

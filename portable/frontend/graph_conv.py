@@ -38,7 +38,8 @@ def _padding(op: str, padding, size: tuple[int, int], k: tuple[int, int], stride
     p = (padding, padding) if is_int(padding) else tuple(padding)
     if len(p) == 2 and all(is_int(v) for v in p):
         p = ((p[0], p[0]), (p[1], p[1]))
-    if len(p) != 2 or any(not isinstance(q, (tuple, list)) or len(q) != 2 or any(not is_int(v) or v < 0 for v in q) for q in p):
+    if len(p) != 2 or any(not isinstance(q, (tuple, list)) or len(q) != 2 or any(not is_int(v) or v < 0 for v in q)
+                          for q in p):
         raise ShapeMismatch(f"{op}: padding={padding!r} must be an int, (ph, pw), ((top, bottom), (left, right)) "
                             f"of ints >= 0, 'same' or 'valid'")
     return tuple((int(a), int(b)) for a, b in p)

@@ -173,7 +173,8 @@ class _Emitter:
         b = self.fresh("b")[1:]
         combine = Instr(REDUCE_OP[kind], (0, 1))
         self.lines.append(f"    ^bb0(%{b}_in: {t}, %{b}_acc: {t}):")
-        self.lines += ["      " + s for s in emit_instr(combine, [f"%{b}_in", f"%{b}_acc"], n.dtype, n.dtype, f"%{b}_r")]
+        body = emit_instr(combine, [f"%{b}_in", f"%{b}_acc"], n.dtype, n.dtype, f"%{b}_r")
+        self.lines += ["      " + s for s in body]
         self.lines.append(f"      linalg.yield %{b}_r : {t}")
         self.emit(f"}} -> {out_t}")
         return name
@@ -220,8 +221,9 @@ class _Emitter:
         x = n.inputs[0]
         init = self.empty(n.shape, n.dtype)
         name = self.fresh("transposed")
+        perm = ", ".join(map(str, n.attrs["perm"]))
         self.emit(f"{name} = linalg.transpose ins({self.names[x]} : {self.ty(x)}) "
-                  f"outs({init} : {tensor_type(n.shape, n.dtype)}) permutation = [{', '.join(map(str, n.attrs['perm']))}]")
+                  f"outs({init} : {tensor_type(n.shape, n.dtype)}) permutation = [{perm}]")
         return name
 
 

@@ -12,7 +12,7 @@ Inlined nodes are named '<node name>/<op>_<i>', so diagnostics about them still 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 _DOMAIN = "portable.expand"  # domain of the temporary model-local functions the inliner consumes
 

@@ -32,5 +32,6 @@ def onnx_importer():
     return importer
 
 
-__all__ = ["ir", "passmanager", "arith", "func", "gpu", "linalg", "math", "memref", "scf", "tensor", "vector", "transform", "bufferization"]
+__all__ = ["ir", "passmanager", "arith", "func", "gpu", "linalg", "math", "memref", "scf", "tensor", "vector",
+           "transform", "bufferization"]
 __all__ += ["torch_dialect", "onnx_importer"]

@@ -107,7 +107,8 @@ def generate(model: str | Path, prompt: str | Sequence[int], *, device: str = "v
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("generate", help="generate text with a decoder LLM (ONNX export with a KV cache, or GGUF)")
+    p = subparsers.add_parser("generate",
+                              help="generate text with a decoder LLM (ONNX export with a KV cache, or GGUF)")
     p.add_argument("model", help="the decoder's .onnx (input_ids, attention_mask, position_ids, past_key_values.*) "
                                  "or a llama-architecture .gguf (Q4_0, Q8_0, Q4_K, F16, F32 weights)")
     p.add_argument("--device", default="vulkan:0")

@@ -68,7 +68,7 @@ def with_cache_write(model: Any) -> tuple[Any, DecoderSignature]:
         head_dims.append(d[3])
     g.input.append(helper.make_tensor_value_info(KV_INDEX, onnx.TensorProto.INT64, ["capacity"]))
     new_outputs = []
-    for j, (p_in, p_out) in enumerate(zip(past, present)):
+    for j, p_out in enumerate(present):
         name = f"cache.{j}"
         g.node.append(helper.make_node("Gather", [p_out, KV_INDEX], [name], axis=2, name=f"cache_write_{j}"))
         new_outputs.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT,

@@ -121,7 +121,8 @@ def export(model: Any, path: str | Path, exporter: str = "legacy", opset: int = 
     ins, outs = names(layers)
     path = Path(path)
     if exporter == "legacy":
-        dyn = {"input_ids": {1: "seq"}, "attention_mask": {1: "total"}, "position_ids": {1: "seq"}, "logits": {1: "seq"}}
+        dyn = {"input_ids": {1: "seq"}, "attention_mask": {1: "total"}, "position_ids": {1: "seq"},
+               "logits": {1: "seq"}}
         for n in ins[3:]:
             dyn[n] = {2: "past"}
         for n in outs[1:]:

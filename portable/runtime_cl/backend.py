@@ -164,7 +164,8 @@ class OpenCLBackend(Backend):
     def _own(self, buffer: Any) -> ClBuffer:
         res = self._live()
         if not isinstance(buffer, ClBuffer) or buffer.owner != res.token:
-            raise InvalidArgument(f"{self._where}: {buffer!r} is not a buffer of this backend; pass buffers it allocated")
+            raise InvalidArgument(f"{self._where}: {buffer!r} is not a buffer of this backend; "
+                                  "pass buffers it allocated")
         if buffer.mem is None or (buffer.parent is not None and buffer.parent.mem is None):
             raise InvalidArgument(f"{self._where}: {buffer!r} was already freed; allocate a new buffer")
         return buffer

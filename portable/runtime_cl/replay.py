@@ -22,7 +22,6 @@ from .clapi import cl
 from .cmdbuf import CommandBuffer, CommandBufferApi
 from .errors import translate
 
-
 # How long a blocked caller polls its events before the driver's wait. H200, NVIDIA OpenCL, per submission
 # (benchmarks/results/h200/session7/opencl_wait_spin.json): dwconv 48-76 -> 43 us, gemv 64 -> 50 us, softmax
 # 60-63 -> 53-59 us; a 3.35 ms matmul 1% slower (it polls for 1 ms, then waits).

@@ -48,7 +48,7 @@ class Prepared(ABC):
         """Extra facts worth recording (kernel count, compile time, target)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook: most peers hold nothing to release)
         pass
 
 
@@ -66,5 +66,5 @@ class Peer(ABC):
     def prepare(self, w: Workload, inputs: list[np.ndarray]) -> Prepared:
         """Compile/load `w` and place `inputs` on the device; raises Unsupported or any error (a failure)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook: most peers hold nothing to release)
         pass

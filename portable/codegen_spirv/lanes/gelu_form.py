@@ -63,7 +63,7 @@ def gelu_as_sigmoid(gpu_module: ir.Operation) -> bool:
         x, u = m
         t = u.type
         with ir.InsertionPoint(mul), mul.location:
-            def const(c: float) -> ir.Value:
+            def const(c: float, t: ir.Type = t) -> ir.Value:
                 if isinstance(t, ir.VectorType):
                     attr = ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(ir.VectorType(t).element_type, c))
                     return arith.ConstantOp(t, attr).result

@@ -45,7 +45,7 @@ def unroll_rows(gpu_module: ir.Operation) -> bool:
         if fn.name != "gpu.func":
             continue
         ops = []
-        fn.walk(lambda o: (ops.append(o.operation), ir.WalkResult.ADVANCE)[1])
+        fn.walk(lambda o, ops=ops: (ops.append(o.operation), ir.WalkResult.ADVANCE)[1])
         two_d = [op for op in ops if _touches(op)]
         if two_d and all(_handled(op) for op in two_d):
             rows: dict = {}

@@ -1,1 +1,3 @@
-"""Dispatch formation: which linalg ops become one kernel (groups, row chains), and kernels split to fit what one dispatch may bind."""
+"""Dispatch formation: which linalg ops become one kernel (groups, row chains), and kernels split to fit what one
+dispatch may bind.
+"""

@@ -231,7 +231,8 @@ def form_groups(func_op: ir.Operation, options: Options | None = None,
             joined = False
             for i, v in enumerate(list(op.operands)[:nin]):
                 g = group_of_result.get(key(v))
-                if g is None or len(_uses(v)) != 1 or len(kind.ranges) != len(g.kind.ranges) - g.kind.iterators.count("reduction"):
+                if g is None or len(_uses(v)) != 1 or \
+                        len(kind.ranges) != len(g.kind.ranges) - g.kind.iterators.count("reduction"):
                     continue
                 new = _make_in_place(op, i)
                 if new is None and narrowing is not None and not g.consumers and narrows(op, i) and \

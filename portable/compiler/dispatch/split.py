@@ -1,14 +1,14 @@
 """Splitting a dispatch whose buffers are larger than the largest range a kernel can bind.
 
-A kernel binds at most `max_bind_bytes` of a buffer (Vulkan maxStorageBufferRange, 128 MiB on lavapipe;
-OpenCL max_mem_alloc_size). A dispatch group that touches a larger tensor is split along a parallel loop of
-its last op that is the leading (outermost non-unit, so contiguous) dimension of every operand indexed by
-it, followed through every op of the group by the indexing maps: the group is rebuilt for `rows` rows of that loop, starting at row 0 (tensor.extract_slice in,
-tensor.insert_slice out), and the plan runs that one kernel once per chunk, binding each split operand at
-the chunk's byte offset; operands that do not depend on the loop are bound whole. A remainder shorter than a
-chunk is a second group compiled for its own row count. Where no loop allows it (the big operand is indexed
-by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size
-and the limit.
+A kernel binds at most `max_bind_bytes` of a buffer (Vulkan maxStorageBufferRange, 128 MiB on lavapipe; OpenCL
+max_mem_alloc_size). A dispatch group that touches a larger tensor is split along a parallel loop of its last op
+that is the leading (outermost non-unit, so contiguous) dimension of every operand indexed by it, followed through
+every op of the group by the indexing maps: the group is rebuilt for `rows` rows of that loop, starting at row 0
+(tensor.extract_slice in, tensor.insert_slice out), and the plan runs that one kernel once per chunk, binding each
+split operand at the chunk's byte offset; operands that do not depend on the loop are bound whole. A remainder
+shorter than a chunk is a second group compiled for its own row count. Where no loop allows it (the big operand is
+indexed by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size and
+the limit.
 
 Only chunk 0 exists in the IR: every chunk's kernel addresses its operands from their binding's start, so
 one kernel serves all chunks and the host function never sees a non-zero offset. Bufferization folds input

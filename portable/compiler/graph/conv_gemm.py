@@ -200,8 +200,8 @@ def _same_elem(conv: ir.Operation) -> ir.Type | None:
 
 
 def _spatial(bh: ir.Value, bk: ir.Value, s: int, d: int, low: int) -> ir.Value:
-    return arith.SubIOp(arith.AddIOp(arith.MulIOp(bh, index_const(s)).result, arith.MulIOp(bk, index_const(d)).result).result,
-                        index_const(low)).result
+    h = arith.AddIOp(arith.MulIOp(bh, index_const(s)).result, arith.MulIOp(bk, index_const(d)).result).result
+    return arith.SubIOp(h, index_const(low)).result
 
 
 def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:

@@ -26,7 +26,8 @@ _LOWERINGS = {
     %p0, %p1, %p2 = transform.structured.lower_pack %p : (!transform.op<"linalg.pack">)
       -> (!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)""",
     "linalg.unpack": """
-    %u = transform.structured.match ops{["linalg.unpack"]} in %root : (!transform.any_op) -> !transform.op<"linalg.unpack">
+    %u = transform.structured.match ops{["linalg.unpack"]} in %root
+      : (!transform.any_op) -> !transform.op<"linalg.unpack">
     %u0, %u1, %u2, %u3, %u4 = transform.structured.lower_unpack %u : (!transform.op<"linalg.unpack">)
       -> (!transform.op<"tensor.empty">, !transform.op<"linalg.transpose">, !transform.op<"tensor.collapse_shape">,
           !transform.op<"tensor.extract_slice">, !transform.op<"linalg.copy">)""",

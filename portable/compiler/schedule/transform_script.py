@@ -45,10 +45,12 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
     for g, s in zip(groups, strategies):
         k = g.index
         tiled = [t for t in s.tile if t]
-        emit(f'    %t{k} = transform.structured.match attributes{{portable.op = "g{k}_0"}} in %root : ({any_op}) -> {any_op}')
+        emit(f'    %t{k} = transform.structured.match attributes{{portable.op = "g{k}_0"}} in %root '
+             f': ({any_op}) -> {any_op}')
         fused = g.fused()
         for j in range(1, len(fused) + 1):
-            emit(f'    %p{k}_{j} = transform.structured.match attributes{{portable.op = "g{k}_{j}"}} in %root : ({any_op}) -> {any_op}')
+            emit(f'    %p{k}_{j} = transform.structured.match attributes{{portable.op = "g{k}_{j}"}} in %root '
+                 f': ({any_op}) -> {any_op}')
         # A cooperative-matrix strategy gives the matmul's tile (m, n, 0); with an epilogue the tiled op is its
         # last op, over (m, n).
         sizes = ", ".join(str(t) for t in (s.tile[:len(g_ranges[k])] if s.coop else s.tile))
@@ -257,7 +259,8 @@ def _workgroup_reduction(emit, g: Group, s: Strategy, nfused: int) -> None:
          f"by num_threads = [{nts}] tile_sizes = [{one}] mapping = [#gpu.thread<x>] "
          f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})")
     # Each thread initializes its own partial (a fill by every thread would race with the partial reductions).
-    emit(f"    %rft{k}, %rff{k} = transform.structured.tile_using_forall %rfill{k} num_threads [{', '.join(['1'] * (nloops - 1) + [str(t)])}] "
+    threads = ", ".join(["1"] * (nloops - 1) + [str(t)])
+    emit(f"    %rft{k}, %rff{k} = transform.structured.tile_using_forall %rfill{k} num_threads [{threads}] "
          f"(mapping = [{_mapping('thread', nloops)}]) : ({any_op}) -> ({any_op}, {any_op})")
     emit(f"    %rbuf{k}, %rnew{k} = transform.structured.bufferize_to_allocation %rff{k} "
          f"{{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} : {any_op}")
@@ -302,7 +305,7 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
         nloops = len(info.ranges)
         last = i == n - 1
 
-        def cols(v: int) -> str:
+        def cols(v: int, nloops: int = nloops) -> str:
             return ", ".join(str(v) if d == nloops - 1 else "0" for d in range(nloops))
 
         if info.kind == "elementwise":
@@ -329,7 +332,8 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
             # Each thread initializes its own partial.
             ones = ", ".join(["1"] * (nloops - 1) + [str(nt)])
             emit(f"    %rft{k}_{i}_{lvl}, %rff{k}_{i}_{lvl} = transform.structured.tile_using_forall %rf{k}_{i}_{lvl} "
-                 f"num_threads [{ones}] (mapping = [{_mapping('thread', nloops)}]) : ({any_op}) -> ({any_op}, {any_op})")
+                 f"num_threads [{ones}] (mapping = [{_mapping('thread', nloops)}]) "
+                 f": ({any_op}) -> ({any_op}, {any_op})")
             emit(f"    %rpb{k}_{i}_{lvl}, %rpn{k}_{i}_{lvl} = transform.structured.bufferize_to_allocation "
                  f"%rff{k}_{i}_{lvl} {{memory_space = #gpu.address_space<workgroup>, bufferize_destination_only}} "
                  f": {any_op}")
@@ -351,9 +355,11 @@ def _row_chain_workgroup(emit, g: Group, s: Strategy, nfused: int) -> None:
             continue
         # The combine, and the init it starts from, on one thread.
         single = ", ".join(["1"] * (nloops - 1))
-        emit(f"    %rct{k}_{i}, %rcf{k}_{i} = transform.structured.tile_using_forall %rcb{k}_{i} num_threads [{single}] "
+        emit(f"    %rct{k}_{i}, %rcf{k}_{i} = transform.structured.tile_using_forall %rcb{k}_{i} "
+             f"num_threads [{single}] "
              f"(mapping = [{_mapping('thread', nloops - 1)}]) : ({any_op}) -> ({any_op}, {any_op})")
-        emit(f"    %rci{k}_{i}, %rcc{k}_{i} = transform.structured.fuse_into_containing_op %rcp{k}_{i} into %rcf{k}_{i} "
+        emit(f"    %rci{k}_{i}, %rcc{k}_{i} = transform.structured.fuse_into_containing_op %rcp{k}_{i} "
+             f"into %rcf{k}_{i} "
              f": ({any_op}, {any_op}) -> ({any_op}, {any_op})")
         if not last:
             emit(f"    %rcr{k}_{i}, %rcn{k}_{i} = transform.structured.bufferize_to_allocation %rcc{k}_{i} "

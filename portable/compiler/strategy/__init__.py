@@ -1,1 +1,3 @@
-"""Strategies: the device options (profiles.Options) read into tiles, threads and vector widths per dispatch group, and the cost model for fusion."""
+"""Strategies: the device options (profiles.Options) read into tiles, threads and vector widths per dispatch group, and
+the cost model for fusion.
+"""
