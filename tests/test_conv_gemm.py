@@ -113,7 +113,7 @@ def test_nchw_conv_implicit_gemm(device, case):
 
 def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]]]:
     """The (A shape, B shape) of each matmul that convs_to_matmul makes of `model`'s convolutions."""
-    from portable.compiler import conv_gemm
+    from portable.compiler.graph import conv_gemm
     from portable.compiler.pipeline import PREPROCESS, public_func
     from portable.ir.mlir import ir, passmanager
 

@@ -15,6 +15,7 @@ import onnx
 import pytest
 
 import portable
+from portable import profiles
 
 ONNX_DIR = Path(__file__).resolve().parents[1] / "models" / "onnx"
 MODELS = ["mobilenetv2_w035_96", "resnet_basic_w16_64", "resnet_bottleneck_w8_64"]
@@ -41,13 +42,16 @@ def _model_path(name: str) -> Path:
     return p
 
 
-def kernel_bound(model: onnx.ModelProto) -> int:
+def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0) -> int:
     """Kernels the model should compile to at most: one per Conv, MaxPool, pooling/mean reduction and Gemm,
     plus one per Conv that reads its input through a gather (the im2col patch matrix of any Conv but a 1x1
     stride-1 unpadded one; the pad of a direct or depthwise Conv) and one per padded MaxPool. BatchNormalization,
     Relu, Clip (ReLU6), residual Add, Flatten and the conv and Gemm biases are fused into those kernels: an
     extra kernel for any of them is a fusion regression. (Before convolutions became implicit GEMMs, strided
-    1x1 convolutions ran direct with no gather: 3 kernels fewer on the ResNets, each 10-100x slower.)"""
+    1x1 convolutions ran direct with no gather: 3 kernels fewer on the ResNets, each 10-100x slower.)
+    `pixel_multiple` (the device profile's conv_pixel_multiple): a convolution whose output pixels are ragged for
+    it multiplies in the transposed form (compiler/graph/conv_gemm.py), one kernel more to transpose the product
+    back, and one more for a 1x1 convolution, whose input is then copied."""
     ops = Counter(n.op_type for n in model.graph.node)
 
     def ints(n, name):
@@ -56,6 +60,18 @@ def kernel_bound(model: onnx.ModelProto) -> int:
     gathered = sum(1 for n in model.graph.node if n.op_type == "Conv" and
                    (any(ints(n, "pads")) or any(s != 1 for s in ints(n, "strides")) or
                     any(k != 1 for k in ints(n, "kernel_shape"))))
+    if pixel_multiple:  # convolutions in the transposed form: + the kernel that transposes the product back
+        shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+                  for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+        for n in model.graph.node:
+            group = next((a.i for a in n.attribute if a.name == "group"), 1)
+            if n.op_type != "Conv" or n.output[0] not in shapes or group != 1:
+                continue
+            plain_view = not (any(ints(n, "pads")) or any(s != 1 for s in ints(n, "strides")) or
+                              any(k != 1 for k in ints(n, "kernel_shape")))
+            p = int(np.prod(shapes[n.output[0]][2:]))
+            if p >= pixel_multiple and p % pixel_multiple and (not plain_view or p % 4):
+                gathered += 2 if plain_view else 1  # a 1x1's input is copied (gathered) as well
     padded_pools = sum(1 for n in model.graph.node if n.op_type == "MaxPool" and any(ints(n, "pads")))
     return sum(ops[k] for k in ("Conv", "MaxPool", "GlobalAveragePool", "ReduceMean", "Gemm")) + gathered + padded_pools
 
@@ -96,6 +112,7 @@ def test_models_are_committable_and_input_dependent(case):
 def test_model_matches_onnxruntime(device, case, record_property):
     name, path, x, ref = case
     exe = portable.compile(str(path), device=device)
+    profile = exe.device.profile["name"]
     try:
         (out,) = exe(x)
         n_kernels, n_dispatches = len(exe.executable.kernels), len(exe.executable.dispatches)
@@ -104,7 +121,7 @@ def test_model_matches_onnxruntime(device, case, record_property):
     assert out.shape == ref.shape and out.dtype == np.float32
     scale = float(np.abs(ref).max())
     np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL * scale, err_msg=f"{name} on {device}")
-    bound = kernel_bound(onnx.load(str(path)))
+    bound = kernel_bound(onnx.load(str(path)), profiles.all_profiles()[profile].codegen.conv_pixel_multiple or 0)
     record_property("kernels", n_kernels)
     record_property("dispatches", n_dispatches)
     print(f"{name} on {device}: {n_kernels} kernels, {n_dispatches} dispatches (bound {bound})")
