@@ -88,6 +88,18 @@ def _median_ms(fn, runs: int, budget_s: float) -> tuple[float, int]:
     return statistics.median(times), len(times)
 
 
+def _ort_ms(path: Path, io: Path) -> float:
+    """onnxruntime's steady median on the inputs recorded in `io`: measured in the run that reports it, since a
+    figure from the export (another day, another load) would not compare with the devices timed beside it."""
+    import onnxruntime as ort
+
+    with np.load(io) as z:
+        inputs = {k[3:]: z[k] for k in z.files if k.startswith("in_")}
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    sess.run(None, inputs)
+    return _median_ms(lambda: sess.run(None, inputs), 10, 5.0)[0]
+
+
 def prepare(entry: Entry, cache: Path) -> dict:
     d = cache / entry.name
     meta_path = d / "meta.json"
@@ -96,6 +108,7 @@ def prepare(entry: Entry, cache: Path) -> dict:
         meta = json.loads(meta_path.read_text())
         if meta.get("key") == key and Path(meta["model"]).exists():
             meta["cached"] = True
+            meta["ort_ms"] = round(_ort_ms(Path(meta["model"]), d / "io.npz"), 3)  # timed now, beside its peers
             return meta
     path = model_path(entry, cache)
     if not path.exists() and entry.exporter == "file":
