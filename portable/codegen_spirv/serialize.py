@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -299,8 +301,15 @@ def _retype_addresses(op: ir.Operation, renamed: dict[str, ir.Type]) -> None:
                 _retype_addresses(o, renamed)
 
 
+def find_tool(name: str) -> str | None:
+    """A SPIR-V tool: the virtual environment's own first (scripts/setup.sh links there a spirv-val newer than
+    Debian bookworm's, which knows SPV_KHR_cooperative_matrix; found whether or not the environment is activated),
+    then PATH."""
+    return shutil.which(name, path=os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")]))
+
+
 def _tool(name: str) -> str:
-    path = shutil.which(name)
+    path = find_tool(name)
     if path is None:
         raise CompileError(f"{name} not found: install Debian/Ubuntu package 'spirv-tools'", stage="spirv")
     return path
