@@ -1,5 +1,5 @@
 """Print the cooperative-matrix shapes each Vulkan device offers (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR),
-in the spelling of devices/*.toml `cooperative_matrix_shapes` ("16x16x16 f16*f16+f32->f32"), as JSON.
+in the spelling of device_profiles/*.toml `cooperative_matrix_shapes` ("16x16x16 f16*f16+f32->f32"), as JSON.
 
     python benchmarks/coop_matrix_props.py [--out FILE]
 

@@ -1,6 +1,6 @@
 # GPU host side of benchmarks/h200_models.py and benchmarks/h200_llm.py, run from the repository root there with
 # .gl (Vulkan/OpenCL loader and GLVND .debs), .whl (vulkan, cffi, pycparser, pyopencl, pytools, platformdirs,
-# siphash24 wheels for Python 3.12) and .h200w carried. .h200w holds code/ (portable/, devices/, benchmarks/ of the
+# siphash24 wheels for Python 3.12) and .h200w carried. .h200w holds code/ (portable/ and benchmarks/ of the
 # tree to measure), m/ (the export folder of h200_models.py less its .ptpk and .onnx files) and l/ (h200_llm.py's,
 # less llm.onnx and the .ptpk). Switches: CV=1 (whole models; MODELS, ITERS, CV_S), LLM=1 (decode; NEW, LLM_S),
 # PROF="bert_base-b8 resnet50-b8" (portable profile of those restored packages until DEADLINE s). Everything lands in

@@ -26,7 +26,8 @@ WORKLOADS = {
     "softmax4096": ("softmax", (4096, 4096)),
     "mlp_softmax": ("mlp_softmax", (256, 512, 256)),  # the demo graph: matmul + bias + relu, then softmax
     "matmul4096f16": ("matmul_f16", (4096, 4096, 4096)),  # f16 in, f32 accumulate and out: cooperative matrices
-    # A residual input of the output's shape: the NVIDIA NonWritable quirk (devices/nvidia.toml) checked on the GPU.
+    # A residual input of the output's shape: the NVIDIA NonWritable quirk (device_profiles/nvidia.toml) checked on the
+    # GPU.
     "gemv_residual": ("gemv_residual", (1, 4096, 4096)),
 }
 # Kinds whose strategy exists on one API only: compiled for that API alone.

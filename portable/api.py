@@ -303,8 +303,8 @@ def load(path: str | Path, device: str = DEFAULT_DEVICE, *, max_in_flight: int =
                                   signatures=pkg.signatures, keys=trusted_keys, trust=trust)
         try:
             device_profile = live.profile["name"]
-        except (RuntimeError, OSError, PortableError):  # a runtime-only install without devices/: the package's rules
-            device_profile = None  # decide
+        except (RuntimeError, OSError, PortableError):
+            device_profile = None  # no profiles on this host (device_profiles/ removed): the package's rules decide
         target = pkg.select(live.info, device_profile)
         compiled = CompiledGraph(pkg.executable(target), live, max_in_flight)
         compiled.package_target = str(target)

@@ -20,7 +20,7 @@ from .executable import Kernel
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What the driver reports, enough to pick a profile from `devices/` and to respect limits."""
+    """What the driver reports, enough to pick a profile from `device_profiles/` and to respect limits."""
 
     api: str  # "vulkan" | "opencl"
     index: int  # position in portable's list for this API ("vulkan:<index>")

@@ -57,7 +57,7 @@ def devices() -> tuple[list[Device], list[str]]:
 
 
 def _profile_name(info: DeviceInfo) -> str:
-    """The matched profile's name; a runtime-only install without devices/ still lists its devices."""
+    """The matched profile's name; a runtime-only install without device_profiles/ still lists its devices."""
     try:
         return profiles.match(info).name
     except (PortableError, OSError) as e:
@@ -86,7 +86,7 @@ class LiveDevice:
 
     @functools.cached_property
     def profile(self) -> profiles.Profile:
-        """The matched profile from devices/ (read on first use: running a package needs none)."""
+        """The matched profile from device_profiles/ (read on first use: running a package needs none)."""
         return profiles.match(self.backend.info)
 
     @functools.cached_property

@@ -1,4 +1,4 @@
-"""Device profiles: one TOML file per GPU family in `devices/`, matched to a live device by id and driver.
+"""Device profiles: one TOML file per GPU family in `device_profiles/`, matched to a live device by id and driver.
 
 A file loads into a frozen, typed `Profile` (sections `Match`, `Limits`, `Codegen`); a key no section knows, or a
 value of the wrong type, is refused with the file, the key and the nearest valid key, so a misspelt key cannot be
@@ -20,11 +20,11 @@ from typing import Any, Union
 from .backend import DeviceInfo
 from .errors import PortableError
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "devices"
+PROFILE_DIR = Path(__file__).resolve().parent / "device_profiles"
 
 
 class ProfileError(PortableError):
-    """A devices/*.toml file has a key no profile section knows or a value of the wrong type."""
+    """A device_profiles/*.toml file has a key no profile section knows or a value of the wrong type."""
 
 
 IntList = tuple[int, ...]
@@ -219,7 +219,7 @@ class Packaging(Section):
 
 @dataclass(frozen=True)
 class Profile:
-    """One devices/*.toml file, validated and typed."""
+    """One device_profiles/*.toml file, validated and typed."""
 
     name: str
     description: str
@@ -336,14 +336,14 @@ def load(path: str | Path) -> Profile:
 
 @cache
 def all_profiles() -> dict[str, Profile]:
-    """name -> Profile, read once from devices/*.toml."""
+    """name -> Profile, read once from device_profiles/*.toml."""
     out = {}
     for p in sorted(PROFILE_DIR.glob("*.toml")):
         prof = load(p)
         out[prof.name] = prof
     if "generic" not in out:
-        raise ProfileError(f"devices/generic.toml is missing from {PROFILE_DIR}; reinstall portable (the profiles "
-                           "ship with the package) or restore the file")
+        raise ProfileError(f"device_profiles/generic.toml is missing from {PROFILE_DIR}; reinstall portable (the "
+                           "profiles ship with the package) or restore the file")
     return out
 
 
@@ -367,7 +367,7 @@ def _device_name_score(m: dict, name: str) -> int | None:
 
 def match_score(m: dict, info: DeviceInfo) -> int | None:
     """How well one profile's [match] rules fit `info` (higher is more specific), None when they do not.
-    Shared with portable.package, which matches targets on hosts that have no devices/ folder."""
+    Shared with portable.package, which matches targets on hosts that have no device_profiles/ folder."""
     if not m:
         return None
     if "api" in m and info.api not in _as_list(m["api"]):

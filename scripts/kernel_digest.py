@@ -1,6 +1,6 @@
 """Digest of every kernel the compiler makes for the bench workloads on every device profile.
 
-Compiles each workload of portable/bench/workloads.py for each profile in devices/*.toml and each API the
+Compiles each workload of portable/bench/workloads.py for each profile in device_profiles/*.toml and each API the
 profile's [match] allows (both where it names none), and hashes what the compile produced: every kernel's
 SPIR-V words and OpenCL C with its metadata, the plan (slots, dispatches, signatures) and the constants. No
 driver is needed. A refactor that must not change code generation writes the digests before and checks them
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", type=Path, help="compare with digests written before; exit 1 on any difference")
     ap.add_argument("--subset", action="store_true", help=f"only {', '.join(SUBSET)}")
     ap.add_argument("--workloads", help="comma-separated globs or substrings of workload ids (default: all)")
-    ap.add_argument("--profiles", help="comma-separated profile names (default: every devices/*.toml)")
+    ap.add_argument("--profiles", help="comma-separated profile names (default: every device_profiles/*.toml)")
     ap.add_argument("--sizes", choices=("gpu", "cpu", "tiny"), help="one size class for every profile")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [p.strip() for p in args.profiles.split(",")] if args.profiles else sorted(profiles.all_profiles())
     unknown = sorted(set(names) - set(profiles.all_profiles()))
     if unknown:
-        ap.error(f"unknown profile(s) {', '.join(unknown)}; devices/ has {', '.join(sorted(profiles.all_profiles()))}")
+        known = ", ".join(sorted(profiles.all_profiles()))
+        ap.error(f"unknown profile(s) {', '.join(unknown)}; device_profiles/ has {known}")
     if args.write and args.write.exists():
         ap.error(f"{args.write} exists; name a new file")
     log = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))

@@ -150,7 +150,7 @@ def test_f32_matmul_stays_on_fma():
 
 
 def test_read_only_buffer_sharing_a_written_buffers_block_type_gets_its_own():
-    """NVIDIA driver quirk (devices/nvidia.toml): NonWritable on a block type that a written buffer shares made
+    """NVIDIA driver quirk (device_profiles/nvidia.toml): NonWritable on a block type that a written buffer shares made
     the driver drop writes. The residual input has the output's shape: it gets a block type of its own and is
     NonWritable, like the weights; the output stays writable."""
     from portable.codegen_spirv import disassemble

@@ -1,5 +1,5 @@
 """Deployable packages: build for several targets, load the best one per device, refuse damaged or foreign
-files with a clear error, `portable compile`, and a run with no compiler (and no devices/) on the host."""
+files with a clear error, `portable compile`, and a run with no compiler (and no device_profiles/) on the host."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ print("MLIR", sorted(m for m, v in sys.modules.items() if "mlir" in m and v is n
 
 
 def test_package_runs_without_compiler_or_profiles(package, tmp_path):
-    """In a fresh interpreter with torch_mlir blocked and devices/ hidden: the package's own rules pick targets."""
+    """In a fresh interpreter with torch_mlir blocked and device_profiles/ hidden: the package's own rules pick
+    targets."""
     from conftest import AVAILABLE
 
     script = "import portable.profiles as p, pathlib; p.PROFILE_DIR = pathlib.Path('/nonexistent')\n" + RUN_PACKAGE
@@ -210,7 +211,7 @@ def _pocl_info(**limits) -> DeviceInfo:
 
 
 def test_pocl_packages_carry_the_avx512_tile(tmp_path):
-    """A PoCL target comes with a second one compiled for 16-lane hosts (devices/pocl.toml [package] variants:
+    """A PoCL target comes with a second one compiled for 16-lane hosts (device_profiles/pocl.toml [package] variants:
     the 8x32 tile); a device gets it only where it reports those 16 lanes. An elementwise graph, whose kernels
     are the same either way, gets no second target."""
     path = tmp_path / "mm.ptpk"

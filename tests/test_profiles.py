@@ -1,4 +1,4 @@
-"""Device profiles (devices/*.toml): every file loads with the sections the compiler and runtime read, real
+"""Device profiles (device_profiles/*.toml): every file loads with the sections the compiler and runtime read, real
 devices of every family are matched to the right profile (unknown hardware to 'generic'), and every profile's
 codegen options compile a matmul+bias+relu and a softmax into SPIR-V that spirv-val accepts under the Vulkan
 environment of the profile's SPIR-V version, plus OpenCL C. No device is needed."""
@@ -6,7 +6,12 @@ environment of the profile's SPIR-V version, plus OpenCL C. No device is needed.
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -513,3 +518,21 @@ def test_compile_options_are_typed_and_checked():
     assert profiles.Options.of({"_vector_cols": 16}).vector_cols == 16
     with pytest.raises(profiles.ProfileError, match="'window_tap'.*did you mean 'window_taps'"):
         profiles.Options.of(dict(profiles.codegen_options(profiles.all_profiles()["generic"]), window_tap=27))
+
+
+def test_profiles_ship_in_the_wheel(tmp_path):
+    """A runtime-only install (`pip install portable`) carries every profile: they are package data."""
+    repo = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"  # a copy: building in the checkout would leave build/ and *.egg-info there
+    shutil.copytree(repo / "portable", src / "portable", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / name, src / name)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                           str(tmp_path), str(src)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        pytest.skip("this interpreter has no pip to build the wheel with")
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("portable-*.whl")
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("portable/device_profiles/")}
+    want = {f"portable/device_profiles/{p.name}" for p in profiles.PROFILE_DIR.glob("*.toml")}
+    assert want and want <= shipped, sorted(want - shipped)

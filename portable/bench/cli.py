@@ -47,7 +47,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--export", type=Path, default=None, metavar="DIR",
                    help="compile every workload ahead of time for --profile and save executables + .vmfb + "
                         "manifest to DIR (no devices needed), then stop")
-    b.add_argument("--profile", default="nvidia", help="device profile for --export (devices/*.toml; default nvidia)")
+    b.add_argument("--profile", default="nvidia",
+                   help="device profile for --export (a name from device_profiles/; default nvidia)")
     b.add_argument("--iree-targets", default=None,
                    help="IREE Vulkan targets for --export, comma-separated ('default' = no flag); "
                         "default 'ampere' for the nvidia profile")

@@ -132,8 +132,8 @@ def limit_loop_iterations(gpu_module: ir.Operation, limit: int, profile_name: st
             raise CompileError(
                 f"kernel {name} runs {total} loop iterations per invocation (after unrolling loops by up to "
                 f"{MAX_UNROLL}); the Vulkan driver of profile {profile_name or '?'} stops an invocation after "
-                f"{limit} (max_loop_iterations in devices/), which would return a wrong result: compile this graph "
-                "for OpenCL, or split the tensor that this kernel reduces or loops over", stage="spirv")
+                f"{limit} (max_loop_iterations in device_profiles/), which would return a wrong result: compile "
+                "this graph for OpenCL, or split the tensor that this kernel reduces or loops over", stage="spirv")
         chosen = [lp for lp in loops if lp.factor > 1]
         # Innermost first: an outer loop unrolled later copies its inner loops already unrolled.
         for depth in sorted({lp.depth for lp in chosen}, reverse=True):

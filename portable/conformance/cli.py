@@ -21,8 +21,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--filter", default=None, metavar="PATTERN",
                    help="regex searched in case names, e.g. 'test_relu|light'")
     p.add_argument("--profile", default=None, metavar="NAME",
-                   help="compile every case for a profile from devices/*.toml, spirv-val each kernel, run on the "
-                        "devices only where the profile's assumptions hold (else compiled-only)")
+                   help="compile every case for a profile from device_profiles/*.toml, spirv-val each kernel, run "
+                        "on the devices only where the profile's assumptions hold (else compiled-only)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help=f"output directory (default: a new {DEFAULT_ROOT}/<date>-<host>[-N]; --resume and "
                         "--report-only need it)")
@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
 
     suites = tuple(s.strip() for s in args.suite.split(",") if s.strip())
     if args.profile and args.profile not in profiles.all_profiles():
-        print(f"error: unknown profile {args.profile!r}; devices/ has {', '.join(profiles.all_profiles())}",
+        print(f"error: unknown profile {args.profile!r}; device_profiles/ has {', '.join(profiles.all_profiles())}",
               file=sys.stderr)
         return 2
     selected = cases_mod.discover(suites, args.filter)

@@ -8,7 +8,7 @@ the same in every lane of a subgroup (the lanes differ in columns): a read of L 
 one w-wide read per lane at offset lane*w, and element i is then taken from lane i // w.
 
 Measured on lavapipe (matmul 512 f32, CPU ms, 2026-11-30): 38 with 8x4 tiles and K steps of 4; 18 with 16x4 and
-shared reads (K step 32); 12 once the rest of lane_kernels.py and 32x4 tiles are in (devices/lavapipe.toml).
+shared reads (K step 32); 12 once the rest of lane_kernels.py and 32x4 tiles are in (device_profiles/lavapipe.toml).
 """
 
 from __future__ import annotations

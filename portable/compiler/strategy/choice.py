@@ -95,7 +95,8 @@ def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
             "GroupNonUniformArithmetic" not in _or(o.spirv_caps, ()):
         changes["subgroup_reduce"] = False  # a target without SPIR-V's subgroup arithmetic
     if "opencl" in targets and o.coop_small_tiles_below:
-        # PTX wmma on NVIDIA's OpenCL lost with small tiles at 64 workgroups (devices/nvidia.toml): large ones there.
+        # PTX wmma on NVIDIA's OpenCL lost with small tiles at 64 workgroups (device_profiles/nvidia.toml): large ones
+        # there.
         changes["coop_small_tiles_below"] = 0
     if "opencl" in targets and o.subgroup_reduce and changes.get("subgroup_reduce", True) and not (
             o.opencl_asm or (o.subgroup_reduce == "varying" and o.opencl_subgroups)):
