@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import CompileError, UnsupportedOp
 from ..ir.mlir import gpu, ir, passmanager
 from ..ir.patterns import apply_patterns
-from ..ir.util import find_ops
+from ..ir.util import find_ops, scalar_types
 from ..profiles import Options
 from .bf16_values import BF16_TO_F32, bf16_as_i16
 from .bool_buffers import bools_as_bytes
@@ -73,10 +73,6 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         # devices accept: it needs Vulkan 1.3).
         o = o.replace(spirv_version="v1.6")
     caps = list(("Shader",) if o.spirv_caps is None else o.spirv_caps)
-    f16_storage_only, i16_storage_only = _storage_only_types(gpu_module_asm, caps)
-    # The conversion needs the narrow types in its target to keep them on the buffers; the capabilities leave the
-    # binary after it (f16_storage.py).
-    o = o.replace(spirv_caps=tuple(caps + ["Float16"] * f16_storage_only + ["Int16"] * i16_storage_only))
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
@@ -90,6 +86,10 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         gpu_module_asm = gpu_module_asm.replace("#gpu.address_space<workgroup>", "#spirv.storage_class<Workgroup>")
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
         gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+        f16_storage_only, i16_storage_only = _storage_only_types(scalar_types(gm.operation), caps)
+        # The conversion needs the narrow types in its target to keep them on the buffers; the capabilities leave
+        # the binary after it (f16_storage.py).
+        o = o.replace(spirv_caps=tuple(caps + ["Float16"] * f16_storage_only + ["Int16"] * i16_storage_only))
         for f in gm.regions[0].blocks[0].operations:
             if f.operation.name == "gpu.func":
                 x, y, z = workgroup_size
@@ -142,7 +142,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                 f16_registers_as_f32(gm.operation)
             if i16_storage_only:
                 i16_registers_as_i32(gm.operation)
-            if "Float64" not in caps and re.search(r"f64\b", str(gm)):  # what the math passes left in f64
+            if "Float64" not in caps and "f64" in scalar_types(gm.operation):  # what the math passes left in f64
                 raise UnsupportedOp("float64 values in a kernel for a Vulkan target without 64-bit floats (its profile "
                                     "or device lacks shaderFloat64): cast the graph to float32, or compile for "
                                     "OpenCL or a device with shaderFloat64")
@@ -185,14 +185,14 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
 FLOAT16, INT16 = 9, 22  # the Float16 and Int16 capabilities' operands
 
 
-def _storage_only_types(asm: str, caps: list[str]) -> tuple[bool, bool]:
-    """(f16, i16) that this kernel holds in 16-bit storage only, computing on them in 32-bit registers
-    (f16_storage.py): f16 without Float16 (Mali v9 under panvk), and the i16 bits of bf16 (bf16_values.py)
-    without Int16. int16 arithmetic without Int16 is a clear error here, before any conversion."""
+def _storage_only_types(types: set[str], caps: list[str]) -> tuple[bool, bool]:
+    """(f16, i16) that this kernel (of scalar `types`) holds in 16-bit storage only, computing on them in 32-bit
+    registers (f16_storage.py): f16 without Float16 (Mali v9 under panvk), and the i16 bits of bf16
+    (bf16_values.py) without Int16. int16 arithmetic without Int16 is a clear error here, before any conversion."""
     storage16 = "StorageBuffer16BitAccess" in caps
-    f16 = storage16 and "Float16" not in caps and bool(re.search(r"(?<!b)f16\b", asm))  # xf16, f16>; not bf16
-    i16 = storage16 and "Int16" not in caps and bool(re.search(r"bf16\b", asm))
-    if storage16 and not i16 and "Int16" not in caps and re.search(r"i16\b", asm):
+    f16 = storage16 and "Float16" not in caps and "f16" in types
+    i16 = storage16 and "Int16" not in caps and "bf16" in types
+    if storage16 and not i16 and "Int16" not in caps and "i16" in types:
         # Upstream's conversion would read i16 registers as i32 against i16 buffers (a legalization failure).
         raise UnsupportedOp("int16 values in a kernel for a Vulkan target with 16-bit storage but no 16-bit integers "
                             "(its profile or device lacks shaderInt16): compute in int32, or compile for OpenCL or a "

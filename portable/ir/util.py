@@ -7,6 +7,29 @@ from collections.abc import Callable
 from .mlir import ir
 
 
+def scalar_types(root: ir.Operation) -> set[str]:
+    """The scalar types ("f16", "bf16", "i16", "f64", ...) of every value nested in `root` (op results and block
+    arguments), looking through memref, vector and tensor types to their elements."""
+    found: set[str] = set()
+
+    def add(t: ir.Type) -> None:
+        while isinstance(t, ir.ShapedType):
+            t = ir.ShapedType(t).element_type
+        found.add(str(t))
+
+    def visit(op):
+        for r in op.results:
+            add(r.type)
+        for region in op.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    add(a.type)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
 def find_ops(root: ir.Operation, names: set[str] | tuple[str, ...],
              where: Callable[[ir.Operation], bool] | None = None) -> list[ir.Operation]:
     """Every op nested in `root` named in `names` (and passing `where`), in walk order; collected first so
