@@ -241,3 +241,22 @@ def test_compile_cli_input_shape(tmp_path):
     assert tuple(exe.inputs[0].shape) == (6, 8)
     assert main(["compile", str(tmp_path / "m.onnx"), "--target", "vulkan:lavapipe", "--input-shape", "x=a,b",
                  "-o", str(out)]) == 2
+
+
+def test_shape_inference_without_the_weights_infers_what_onnx_does():
+    """Large weights enter shape inference as types only; the types inferred, and the weights, are as before."""
+    from portable.frontend.onnx_shapes import INFERENCE_STRIP_BYTES, infer_shapes
+
+    w = rand(64, 96)
+    assert w.nbytes >= INFERENCE_STRIP_BYTES
+    m = make([helper.make_node("MatMul", ["x", "w"], ["h"]),
+              helper.make_node("Shape", ["h"], ["s"]),
+              helper.make_node("Reshape", ["h", "flat"], ["y"])],
+             [helper.make_tensor_value_info("x", T.FLOAT, [2, 64])],
+             [helper.make_tensor_value_info("y", T.FLOAT, None)],
+             [("w", w), ("flat", np.array([-1], np.int64))])
+    want = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+    got = infer_shapes(m)
+    assert got.SerializeToString() == want.SerializeToString()
+    assert [d.dim_value for d in got.graph.output[0].type.tensor_type.shape.dim] == [192]
+    np.testing.assert_array_equal(numpy_helper.to_array(got.graph.initializer[0]), w)

@@ -188,7 +188,7 @@ def form_groups(func_op: ir.Operation, options: Options | None = None,
     consumer is a kernel of its own."""
     block = func_op.regions[0].blocks[0]
     groups: list[Group] = []
-    group_of_result: dict[str, Group] = {}  # result name -> group whose last op produced it
+    group_of_result: dict[ir.Value, Group] = {}  # result -> group whose last op produced it
     # Row chains, found before any op is rewritten; ops are compared by identity (their hash follows their
     # contents, which fusing fills changes).
     o = None if options is None else Options.of(options)
@@ -196,8 +196,10 @@ def form_groups(func_op: ir.Operation, options: Options | None = None,
     chains = find_chains(func_op, fits, single=bool(o and o.reduction_threads)) if fits else []
     chain_group: dict[int, Group] = {}
 
-    def key(v: ir.Value) -> str:
-        return v.get_name()
+    def key(v: ir.Value) -> ir.Value:
+        # The value itself (hashed by what it refers to): its printed name numbers the whole function each time.
+        # Keyed values stay alive; only the op being joined, not yet a key, is erased.
+        return v
 
     for op in list(block.operations):
         name = op.name
