@@ -111,7 +111,7 @@ def test_nchw_conv_implicit_gemm(device, case):
     assert count == kernels, f"{case}: {count} kernels, want {kernels} (the bias and ReLU fused into the matmul)"
 
 
-def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]]]:
+def _conv_matmuls(model, pixel_multiple: int, k_multiple: int = 0) -> list[tuple[list[int], list[int]]]:
     """The (A shape, B shape) of each matmul that convs_to_matmul makes of `model`'s convolutions."""
     from portable.compiler.graph import conv_gemm
     from portable.compiler.pipeline import PREPROCESS, public_func
@@ -121,7 +121,7 @@ def _conv_matmuls(model, pixel_multiple: int) -> list[tuple[list[int], list[int]
         module = ir.Module.parse(onnx_to_mlir(model))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
-        conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple)
+        conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple, k_multiple)
         return [(list(ir.RankedTensorType(op.operands[0].type).shape),
                  list(ir.RankedTensorType(op.operands[1].type).shape))
                 for op in fn.regions[0].blocks[0].operations if op.name == "linalg.matmul"]
@@ -139,6 +139,26 @@ def test_ragged_pixels_multiply_transposed(hw, k, transposed):
     want = [([p, kk], [kk, 32])] if transposed else [([32, kk], [kk, p])]
     assert _conv_matmuls(model, 16) == want
     assert _conv_matmuls(model, 0) == [([32, kk], [kk, p])]
+
+
+@pytest.mark.parametrize("c,k,stride,padded", [(3, 7, 2, 148), (3, 3, 2, 28), (4, 3, 1, 0), (3, 1, 2, 4)])
+def test_reduction_padded_to_the_k_multiple(c, k, stride, padded):
+    """conv_k_multiple 4: a stem's C*KH*KW (147, 27; a strided 1x1 over 3 channels: 3) becomes the next multiple of
+    4 on both matmul operands; 36 stays; without the key nothing is padded."""
+    model, _, _ = conv_model(1, c, 16, 16, 8, k, stride=stride, pad=k // 2)
+    o = -(-16 // stride)
+    kk = c * k * k
+    assert _conv_matmuls(model, 0, 4) == [([8, padded or kk], [padded or kk, o * o])]
+    assert _conv_matmuls(model, 0, 0) == [([8, kk], [kk, o * o])]
+
+
+@pytest.mark.parametrize("c,k,stride", [(3, 7, 2), (3, 3, 1), (5, 3, 2)])
+def test_padded_reduction_values(device, c, k, stride):
+    """The padded form with bias and ReLU against the reference: zero patch rows past C*KH*KW, zero weights."""
+    model, feeds, ref = conv_model(1, c, 17, 15, 8, k, stride=stride, pad=k // 2)
+    (out,), count = _run(model, feeds, device, conv_k_multiple=4, conv_pixel_multiple=0)
+    _check(out, ref)
+    assert count == 2
 
 
 @pytest.mark.parametrize("k,stride,residual", [(3, 1, True), (1, 1, False), (3, 2, False), (1, 2, True)])
