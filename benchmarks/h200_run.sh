@@ -2,7 +2,7 @@
 # .gl (Vulkan/OpenCL loader and GLVND .debs), .whl (vulkan, cffi, pycparser, pyopencl, pytools, platformdirs,
 # siphash24 wheels for Python 3.12) and .h200w carried. .h200w holds code/ (portable/ and benchmarks/ of the
 # tree to measure), m/ (the export folder of h200_models.py less its .ptpk and .onnx files) and l/ (h200_llm.py's,
-# less llm.onnx and the .ptpk). Switches: CV=1 (whole models; MODELS, ITERS, CV_S), LLM=1 (decode; NEW, LLM_S),
+# less llm.onnx and the .ptpk) and, for VAR=1, v/ (a benchmarks/variants_gpu.py make folder). Switches: CV=1 (whole models; MODELS, ITERS, CV_S), LLM=1 (decode; NEW, LLM_S),
 # PROF="bert_base-b8 resnet50-b8" (portable profile of those restored packages until DEADLINE s). Everything lands in
 # $OUT/r and $OUT/r.tgz.
 #   CV=1 LLM=1 PROF="bert_base-b8 resnet50-b8" bash .h200w/h200_run.sh
@@ -19,6 +19,7 @@ R=$OUT/r; mkdir -p $R
 pack() { (cd $OUT && tar czf r.tgz r); }
 trap pack EXIT
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c "import portable,sys; print(portable.__file__)"; python3 -m portable devices; } 2>&1 | tee $R/env.txt
+[ -n "$VAR" ] && timeout ${VAR_S:-120} python3 $W/code/benchmarks/variants_gpu.py run $W/v $R/variants.json ${VAR_DEV:-vulkan:0} 2>&1 | tee $R/variants.log
 [ -n "$CV" ] && timeout ${CV_S:-330} python3 $W/code/benchmarks/h200_models.py run $W/m --models ${MODELS:-resnet50,mobilenet_v3_large,bert_base} --iters ${ITERS:-20} --keep --out $R/h200_models.json 2>&1 | tee $R/models.log
 [ -n "$LLM" ] && timeout ${LLM_S:-300} python3 $W/code/benchmarks/h200_llm.py run $W/l --new ${NEW:-64} --out $R/h200_llm.json 2>&1 | tee $R/llm.log
 for k in $PROF; do for api in vulkan opencl; do

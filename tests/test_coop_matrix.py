@@ -185,6 +185,36 @@ def _instructions(spirv: bytes) -> list[tuple[int, tuple[int, ...]]]:
     return out
 
 
+OP_MEMORY_MODEL, OP_CAPABILITY, OP_LOAD, OP_STORE, OP_COOP_STORE = 14, 17, 61, 62, 4458
+VULKAN_MODEL, GLSL450, VULKAN_MEMORY_MODEL_CAP = 3, 1, 5345
+NON_PRIVATE, MAKE_AVAILABLE, MAKE_VISIBLE = 0x20, 0x2000, 0x4000
+
+
+def test_cooperative_kernels_follow_the_vulkan_memory_model():
+    """A kernel on cooperative matrices declares the Vulkan memory model (SPIR-V requires it with
+    CooperativeMatrixKHR in a shader); its workgroup-memory and buffer accesses are non-private and its barriers
+    make memory available and visible, so the staged tiles and the epilogue's reads of other subgroups' fragments
+    stay ordered under that model. A kernel without them keeps GLSL450."""
+    exe = compile_module(_matmul(2 * WG_M, 64, 3 * WG_N), NVIDIA, ("vulkan",))
+    (kernel,) = exe.kernels
+    ins = _instructions(kernel.spirv)
+    assert [args[1] for op, args in ins if op == OP_MEMORY_MODEL] == [VULKAN_MODEL]
+    assert VULKAN_MEMORY_MODEL_CAP in {args[0] for op, args in ins if op == OP_CAPABILITY}
+    barriers = [args for op, args in ins if op == OP_BARRIER]
+    assert barriers
+    consts = {args[1]: args[2] for op, args in ins if op == 43}  # OpConstant: result id -> value
+    assert all(consts[b[2]] & (MAKE_AVAILABLE | MAKE_VISIBLE) == MAKE_AVAILABLE | MAKE_VISIBLE for b in barriers)
+    coop_mem = [args for op, args in ins if op in (OP_COOP_LOAD, OP_COOP_STORE)]
+    assert coop_mem and all(NON_PRIVATE & a[-1] for a in coop_mem)  # the memory operand, last
+    assert any(op in (OP_LOAD, OP_STORE) and len(a) >= 3 and a[-1] & NON_PRIVATE for op, a in ins)
+    _validate_coop(kernel.spirv)
+    g = portable.Graph("mm_f32")
+    g.output(g.matmul(g.input((64, 64), "float32"), g.input((64, 64), "float32")))
+    plain = compile_module(g.to_mlir(), NVIDIA, ("vulkan",))
+    for k in plain.kernels:
+        assert [args[1] for op, args in _instructions(k.spirv) if op == OP_MEMORY_MODEL] == [GLSL450]
+
+
 def _coop_load_storage(spirv: bytes) -> set[int]:
     """Storage classes of the pointers every OpCooperativeMatrixLoadKHR reads through."""
     ptr_class, value_type = {}, {}
@@ -197,9 +227,8 @@ def _coop_load_storage(spirv: bytes) -> set[int]:
 
 
 def _validate_coop(spirv: bytes) -> None:
-    """spirv-val the kernel where the installed spirv-val knows SPV_KHR_cooperative_matrix. Such a spirv-val
-    also requires the Vulkan memory model with cooperative matrices, which our kernels do not declare (NVIDIA's
-    driver runs them under GLSL450): it checks a copy that declares it, for everything else."""
+    """spirv-val the kernel as it is, where the installed spirv-val knows SPV_KHR_cooperative_matrix (such a
+    spirv-val also requires the Vulkan memory model with cooperative matrices: codegen_spirv/memory_model.py)."""
     import subprocess
     import tempfile
 
@@ -208,18 +237,10 @@ def _validate_coop(spirv: bytes) -> None:
     tool = find_tool("spirv-val")
     if tool is None:
         pytest.skip("no spirv-val")
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
-    i = 5
-    while i < len(words):
-        n, op = words[i] >> 16, words[i] & 0xFFFF
-        if op == 14:  # OpMemoryModel Logical <model>: Vulkan
-            words[i + 2] = 3
-        i += max(n, 1)
-    words[5:5] = [(2 << 16) | 17, 5345]  # OpCapability VulkanMemoryModel
     with tempfile.TemporaryDirectory() as d:
         path = f"{d}/k.spv"
         with open(path, "wb") as f:
-            f.write(struct.pack(f"<{len(words)}I", *words))
+            f.write(spirv)
         r = subprocess.run([tool, "--target-env", "vulkan1.3", path], capture_output=True, text=True)
     if "Invalid capability" in r.stderr + r.stdout:
         pytest.skip(f"this spirv-val predates SPV_KHR_cooperative_matrix: {(r.stderr + r.stdout).strip()[:80]}")

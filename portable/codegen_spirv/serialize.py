@@ -27,6 +27,7 @@ from .math_ops import (
     narrow_float_to_int_via_i32,
     remf_by_infinity,
 )
+from .memory_model import needs_vulkan_model, to_vulkan_model
 from .private_allocs import allocs_to_private, expand_absi
 from .shifts import saturate_shifts, sign_extend_by_shifts
 from .texel_reads import texel_reads
@@ -160,6 +161,9 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         _pin_version(module, o.spirv_version or "v1.3")
         _decorate_buffers(module, access)
         _barriers_cover_buffers(module, local_only)
+        for spv in find_ops(module.operation, ("spirv.module",)):
+            if needs_vulkan_model(spv):
+                to_vulkan_model(spv)
         texels = texel_reads(module, access, o.max_texel_buffer_elements or 65536) if o.texel_reads else ()
         if dump:
             dump("spirv-dialect", str(module))

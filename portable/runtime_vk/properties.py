@@ -142,6 +142,7 @@ def describe(handle: Any, index: int, instance_api: int) -> PhysicalDevice:
             "storage_buffer_8bit": feats["storageBuffer8BitAccess"],
             "timeline_semaphore": feats["timelineSemaphore"],
             "cooperative_matrix": "VK_KHR_cooperative_matrix" in exts,
+            "vulkan_memory_model": feats["vulkanMemoryModel"],
             # Subgroup widths a compute pipeline may require (VK_EXT_subgroup_size_control; pipelines.build).
             "subgroup_size_control": bool(size_control is not None and feats["subgroupSizeControl"]
                                           and size_control.requiredSubgroupSizeStages & vk.VK_SHADER_STAGE_COMPUTE_BIT),

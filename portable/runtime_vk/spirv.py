@@ -18,6 +18,7 @@ CAPABILITY_NEEDS = {
     4448: ("storage_buffer_8bit", "storageBuffer8BitAccess"),
     63: ("subgroup_arithmetic", "subgroup arithmetic in compute shaders"),
     6022: ("cooperative_matrix", "VK_KHR_cooperative_matrix"),
+    5345: ("vulkan_memory_model", "vulkanMemoryModel"),
 }
 _GL_COMPUTE, _LOCAL_SIZE = 5, 17
 _MODELS = {0: "Vertex", 4: "Fragment", 5: "GLCompute", 6: "Kernel"}
