@@ -1,10 +1,14 @@
-"""onnxruntime's 4-bit weight-only matmul (`com.microsoft:MatMulNBits`) as standard ONNX ops: the packed weights
-stay uint8 (two 4-bit values a byte, the low nibble first), are split into nibbles, offset by their block's zero
-point (8 where none is given), scaled by the block's scale, and multiply A as an [N, K] matrix transposed.
+"""onnxruntime's 4-bit weight-only matmul (`com.microsoft:MatMulNBits`) as standard ONNX ops. The packed weights are
+constants, so their nibbles (the low one first) are unpacked here, offset by their block's zero point (8 where none
+is given) into int8 codes; the graph casts the codes, scales them by their block's scale and multiplies A by the
+[N, K] matrix transposed.
 
     Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, k // block]) * scale[n, k // block]
 
-`dequantize_matmul_nbits(model)` rewrites every such node of a model; onnxruntime's own kernel is the reference."""
+The codes take a byte a weight, twice the packed form: a decode step's matvec then reads them and the scales in one
+kernel (the cast and scale fuse into it, as for int8 weights), where splitting nibbles inside the graph
+materialized the float32 matrix every step. `dequantize_matmul_nbits(model)` rewrites every such node of a model;
+onnxruntime's own kernel is the reference."""
 
 from __future__ import annotations
 
@@ -74,31 +78,23 @@ def dequantize_matmul_nbits(model: Any) -> Any:
             if zp.dtype != np.uint8:
                 raise UnsupportedOp(f"node '{node.name}' (op com.microsoft:MatMulNBits): zero points of type "
                                     f"{zp.dtype}; portable takes packed uint8 zero points")
-            zero = _unpack_nibbles(zp.reshape(nn, -1), nb).astype(np.float32).reshape(nn, nb, 1)
+            zero = _unpack_nibbles(zp.reshape(nn, -1), nb).astype(np.int16).reshape(nn, nb, 1)
         else:
-            zero = np.full((nn, nb, 1), 8.0, np.float32)
+            zero = np.full((nn, nb, 1), 8, np.int16)
+        codes = (_unpack_nibbles(packed, block).astype(np.int16) - zero).astype(np.int8)  # [N, nb, block], -15..15
         p = f"{node.name or 'MatMulNBits'}_{k}/"
-        new_inits = {p + "packed": packed, p + "zero": zero, p + "scale": scales,
-                     p + "sixteen": np.array(16.0, np.float32),
+        new_inits = {p + "codes": codes, p + "scale": scales,
                      p + "shape": np.array([nn, nb * block], np.int64),
                      p + "starts": np.array([0], np.int64), p + "ends": np.array([kk], np.int64),
-                     p + "axes": np.array([1], np.int64), p + "axis": np.array([-1], np.int64)}
+                     p + "axes": np.array([1], np.int64)}
         g.initializer.extend(numpy_helper.from_array(v, n) for n, v in new_inits.items())
 
         def mk(op: str, ins: list[str], out: str, prefix: str = p, **attrs: Any) -> str:
             out_nodes.append(helper.make_node(op, ins, [prefix + out], name=prefix + out, **attrs))
             return prefix + out
 
-        f = mk("Cast", [p + "packed"], "bytes", to=onnx.TensorProto.FLOAT)
-        hi = mk("Floor", [mk("Div", [f, p + "sixteen"], "div")], "hi")
-        lo = mk("Sub", [f, mk("Mul", [hi, p + "sixteen"], "hi16")], "lo")
-        pair = mk("Concat", [mk("Unsqueeze", [lo, p + "axis"], "lo1"), mk("Unsqueeze", [hi, p + "axis"], "hi1")],
-                  "pair", axis=-1)
-        q = mk("Reshape", [pair, p + "shape"], "q_flat")  # [N, nb * block]: lo, hi, lo, hi ... per byte
-        q = mk("Reshape", [q, mk("Constant", [], "blocked_shape",
-                                 value=numpy_helper.from_array(np.array([nn, nb, block], np.int64)))], "q")
-        w = mk("Mul", [mk("Sub", [q, p + "zero"], "centered"), p + "scale"], "w_blocks")
-        w = mk("Reshape", [w, p + "shape"], "w_padded")
+        q = mk("Cast", [p + "codes"], "q", to=onnx.TensorProto.FLOAT)
+        w = mk("Reshape", [mk("Mul", [q, p + "scale"], "w_blocks"), p + "shape"], "w_padded")
         if nb * block != kk:
             w = mk("Slice", [w, p + "starts", p + "ends", p + "axes"], "w")
         wt = mk("Transpose", [w], "wt", perm=[1, 0])
