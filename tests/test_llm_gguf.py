@@ -45,6 +45,20 @@ def torch_reference(model, weights):
     return feed, seq.clear
 
 
+def test_q4k_codes_are_the_gguf_values():
+    """Q4_K blocks of arbitrary bytes (finite d, dmin) read as int8 codes, scales and offsets give exactly what the
+    gguf package dequantizes: the decoder keeps the codes (a byte a weight) and scales them in the matvec."""
+    from gguf import quants
+
+    b = np.random.default_rng(1).integers(0, 256, (8, 3, 144), dtype=np.uint8)
+    b[..., 0:2] = np.float16(0.013).reshape(1).view(np.uint8)
+    b[..., 2:4] = np.float16(0.007).reshape(1).view(np.uint8)
+    b = b.reshape(8, -1)
+    codes, scale, offset = gguf_model.q4_k_codes(b)
+    assert codes.dtype == np.int8 and codes.shape == (8, 24, 32) and codes.min() >= 0 and codes.max() <= 15
+    np.testing.assert_array_equal((codes * scale - offset).reshape(8, -1), quants.dequantize(b, Q.Q4_K))
+
+
 def test_q4k_quantizer_round_trip():
     from gguf import quants
 

@@ -2,8 +2,10 @@
 inputs input_ids, attention_mask, position_ids, past_key_values.{i}.key/value; outputs logits, present.{i}.key/value.
 
 Weights keep their GGUF form where ONNX has one: Q4_0 becomes `com.microsoft:MatMulNBits` (4 bits, block 32, no zero
-point: q - 8, the nibbles repacked low-first), Q8_0 int8 blocks times their scales, F16 a float16 constant cast to
-float32; other types (Q4_K, Q5_K, Q6_K, ...) are dequantized to float32 by the `gguf` package. Llama-architecture
+point: q - 8, the nibbles repacked low-first), Q8_0 int8 blocks times their scales, Q4_K int8 codes times their
+sub-block scales less their mins (q4_k_codes), F16 a float16 constant cast to float32: a byte a weight or less, the
+scaling fused into the matvec that reads them. Other types (Q5_K, Q6_K, ...) are dequantized to float32 by the
+`gguf` package. Llama-architecture
 files store the query and key rows permuted for llama.cpp's interleaved rotary; they are put back in the order of
 the Hugging Face rotary (rotate_half) that the graph uses."""
 
@@ -158,11 +160,37 @@ def _linear(b: _Builder, x: str, t: Any, heads_permuted: int = 0) -> str:
         w = b.op("Mul", [b.op("Cast", [b.const(q, t.name)], to=1), b.const(scale, t.name + ".scale")])
         w = b.op("Reshape", [w, b.const(np.array([n, nb * 32], np.int64))])
         return b.op("MatMul", [x, b.op("Transpose", [w], perm=[1, 0])])
+    if t.tensor_type == Q.Q4_K:
+        codes, scale, offset = q4_k_codes(data)  # [N, sub-blocks, 32], [N, sub-blocks, 1] twice
+        w = b.op("Mul", [b.op("Cast", [b.const(codes, t.name)], to=1), b.const(scale, t.name + ".scale")])
+        w = b.op("Sub", [w, b.const(offset, t.name + ".min")])
+        w = b.op("Reshape", [w, b.const(np.array([n, codes.shape[1] * 32], np.int64))])
+        return b.op("MatMul", [x, b.op("Transpose", [w], perm=[1, 0])])
     if t.tensor_type == Q.F16:
         w = b.op("Cast", [b.const(np.ascontiguousarray(data.reshape(n, -1).T), t.name)], to=1)
         return b.op("MatMul", [x, w])
     w = dequantize(t) if not heads_permuted else unpermute_rows(dequantize(t), heads_permuted)
     return b.op("MatMul", [x, b.const(np.ascontiguousarray(w.T), t.name)])
+
+
+def q4_k_codes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q4_K rows (uint8 [N, K / 256 * 144]) -> (codes int8 [N, K / 32, 32] in 0..15, scale and offset float32
+    [N, K / 32, 1]) with w = codes * scale - offset: per 256 values a float16 d and dmin, per 32 a 6-bit scale sc
+    and min m (scale = d * sc, offset = dmin * m), per byte of qs two codes (32 bytes hold sub-block 2c in their
+    low nibbles and 2c + 1 in their high ones)."""
+    n = data.shape[0]
+    blocks = data.reshape(n, -1, 144)
+    nb = blocks.shape[1]
+    d = blocks[..., 0:2].copy().view(np.float16).astype(np.float32)  # [N, nb, 1]
+    dmin = blocks[..., 2:4].copy().view(np.float16).astype(np.float32)
+    s = blocks[..., 4:16].astype(np.uint8)
+    sc = np.concatenate([s[..., 0:4] & 63, (s[..., 8:12] & 15) | ((s[..., 0:4] >> 6) << 4)], axis=-1)
+    m = np.concatenate([s[..., 4:8] & 63, (s[..., 8:12] >> 4) | ((s[..., 4:8] >> 6) << 4)], axis=-1)
+    qs = blocks[..., 16:].reshape(n, nb, 4, 32)
+    codes = np.stack([qs & 15, qs >> 4], axis=3).reshape(n, nb * 8, 32).astype(np.int8)
+    scale = (d * sc).reshape(n, nb * 8, 1)
+    offset = (dmin * m).reshape(n, nb * 8, 1)
+    return codes, scale.astype(np.float32), offset.astype(np.float32)
 
 
 def _rms_norm(b: _Builder, x: str, weight: np.ndarray, eps: float) -> str:
