@@ -40,6 +40,7 @@ from .graph import (
     split_k,
     split_rows,
     unfuse,
+    unit_broadcasts,
     widen_f16,
     windows,
 )
@@ -375,11 +376,19 @@ def _codegen(c: Compilation) -> bool:
     return False
 
 
+def _preprocess(c: Compilation) -> None:
+    """Generic ops, their broadcasts of size-1 dims as lower-rank operands (unit_broadcasts.py: so reshapes fuse by
+    expansion), then upstream's elementwise fusion."""
+    c.passes("builtin.module(func.func(linalg-generalize-named-ops))")
+    unit_broadcasts.drop_unit_broadcasts(c.func)
+    c.passes(PREPROCESS)  # its generalization finds nothing left
+
+
 STAGES: list[Stage] = [
     # Graph level: linalg on tensors.
     Stage("named-ops", _named_ops),
     Stage("signature", _signature),
-    Stage("preprocess", lambda c: c.passes(PREPROCESS)),
+    Stage("preprocess", _preprocess),
     Stage("narrow-i64", _narrow_i64),
     Stage("widen-f16", _widen_f16),
     Stage("insert-slices", _insert_slices),

@@ -273,7 +273,8 @@ def _rewrite(mm: ir.Operation, split: _Split, weight: ir.Value) -> None:
     with ir.InsertionPoint(mm), mm.location:
         x = split.x
         if split.reshape is not None:
-            x = tensor.CollapseShapeOp(split.reshape.results[0].type, x, split.reshape.attributes["reassociation"])
+            x = tensor.CollapseShapeOp(split.reshape.results[0].type, x,
+                                       split.reshape.attributes["reassociation"]).result
         if p != big.rank:
             xt = ir.RankedTensorType(x.type)
             x = tensor.CollapseShapeOp(ir.RankedTensorType.get([xt.shape[g[-1]] for g in groups], f32), x, reassoc)
