@@ -6,7 +6,8 @@ point: q - 8, the nibbles repacked low-first), Q8_0 int8 blocks times their scal
 sub-block scales less their mins (q4_k_codes), F16 a float16 constant cast to float32. The three quantized forms
 hold a byte a weight on the device, scaled inside the matvec that reads them. Other types (Q5_K, Q6_K, ...) are
 dequantized to float32 by the `gguf` package. Llama-architecture files store the query and key rows permuted for
-llama.cpp's interleaved rotary; they are put back in the order of the Hugging Face rotary (rotate_half) that the graph uses."""
+llama.cpp's interleaved rotary; they are put back in the order of the Hugging Face rotary (rotate_half) that the
+graph uses."""
 
 from __future__ import annotations
 
