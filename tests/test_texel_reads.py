@@ -191,3 +191,19 @@ def test_texel_views_are_checked_cached_and_freed(device):
     finally:
         backend.free(block)
     assert block.texel_views == {}
+
+
+def test_capabilities_join_a_triple_wherever_shader_stands():
+    """vce.add_capability places a capability after Shader also where another capability comes first (an f16
+    kernel's triple starts with Float16), and adds it once."""
+    from portable.codegen_spirv.vce import add_capability
+    from portable.ir.mlir import ir
+
+    with ir.Context():
+        module = ir.Module.parse("spirv.module Logical GLSL450 requires #spirv.vce<v1.6, [Float16, Shader, Int8], "
+                                 "[SPV_KHR_storage_buffer_storage_class]> {}")
+        spv = module.body.operations[0].operation
+        add_capability(spv, "SampledBuffer")
+        add_capability(spv, "SampledBuffer")
+        assert str(spv.attributes["vce_triple"]) == ("#spirv.vce<v1.6, [Float16, Shader, SampledBuffer, Int8], "
+                                                     "[SPV_KHR_storage_buffer_storage_class]>")

@@ -13,6 +13,7 @@ from portable.compiler.graph import unit_broadcasts
 from portable.compiler.pipeline import public_func
 from portable.ir.linalg_info import indexing_maps
 from portable.ir.mlir import ir
+from portable.ir.util import keep_groups
 
 GENERIC_NORM = """
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
@@ -66,9 +67,9 @@ def test_a_reduction_broadcast_back_becomes_a_lower_rank_operand():
 
 
 def test_groups_join_dropped_dims_to_a_neighbour():
-    assert unit_broadcasts._groups([True, True, False]) == [[0], [1, 2]]
-    assert unit_broadcasts._groups([False, True, False, True]) == [[0, 1], [2, 3]]
-    assert unit_broadcasts._groups([False, False]) == []
+    assert keep_groups([True, True, False]) == [[0], [1, 2]]
+    assert keep_groups([False, True, False, True]) == [[0, 1], [2, 3]]
+    assert keep_groups([False, False]) == []
 
 
 def _norm_and_quantized_head(path, n: int, k: int) -> np.ndarray:

@@ -9,15 +9,16 @@ Vulkan 1.3 device, which cooperative-matrix kernels need, supports the Vulkan me
 Under the Vulkan model an access is private (not ordered with other invocations) unless marked, and a barrier
 orders only what was made available and visible. These kernels communicate through memory within a workgroup
 (staged operand tiles in workgroup memory, fragments stored to the output buffer and read back by the epilogue),
-so every access to workgroup or buffer memory becomes non-private (NonPrivatePointer) and every barrier makes its
-storage classes available and visible (MakeAvailable|MakeVisible): what GLSL's `coherent` plus
-`barrier()` mean under that model.
+so every access to workgroup or buffer memory becomes non-private (NonPrivatePointer), and every barrier makes its
+storage classes available and visible (MakeAvailable|MakeVisible, set with the rest of its semantics by
+serialize._barriers_cover_buffers): what GLSL's `coherent` plus `barrier()` mean under that model.
 """
 
 from __future__ import annotations
 
 from ..ir.mlir import ir
 from ..ir.util import find_ops
+from .vce import add_capability
 
 COOPERATIVE = ("spirv.KHR.CooperativeMatrixLoad", "spirv.KHR.CooperativeMatrixStore",
                "spirv.KHR.CooperativeMatrixMulAdd")
@@ -33,13 +34,9 @@ def needs_vulkan_model(spv: ir.Operation) -> bool:
 
 
 def to_vulkan_model(spv: ir.Operation) -> None:
-    """Declare the Vulkan memory model on `spv` (a spirv.module) and make its shared accesses and barriers
-    follow it."""
+    """Declare the Vulkan memory model on `spv` (a spirv.module) and make its shared accesses non-private."""
     spv.attributes["memory_model"] = ir.Attribute.parse("#spirv.memory_model<Vulkan>")
-    vce = str(spv.attributes["vce_triple"])
-    if "VulkanMemoryModel" not in vce:  # core from SPIR-V 1.5: a capability, no extension
-        caps_at = vce.index("[") + 1
-        spv.attributes["vce_triple"] = ir.Attribute.parse(f"{vce[:caps_at]}VulkanMemoryModel, {vce[caps_at:]}")
+    add_capability(spv, "VulkanMemoryModel")  # core from SPIR-V 1.5: no extension
     for op in find_ops(spv, tuple(_ACCESS_ATTR)):
         pointer = op.operands[0].type
         if _storage_class(pointer) not in SHARED_CLASSES:
@@ -48,12 +45,6 @@ def to_vulkan_model(spv: ir.Operation) -> None:
         flags = _flags(op.attributes[name]) if name in op.attributes else []
         if "NonPrivatePointer" not in flags:
             op.attributes[name] = ir.Attribute.parse(f"#spirv.memory_access<{'|'.join([*flags, 'NonPrivatePointer'])}>")
-    for op in find_ops(spv, ("spirv.ControlBarrier", "spirv.MemoryBarrier")):
-        flags = _flags(op.attributes["memory_semantics"])
-        extra = [f for f in ("MakeAvailable", "MakeVisible") if f not in flags]
-        if extra:
-            op.attributes["memory_semantics"] = ir.Attribute.parse(
-                f"#spirv.memory_semantics<{'|'.join([*flags, *extra])}>")
 
 
 def _storage_class(pointer: ir.Type) -> str:

@@ -31,6 +31,7 @@ from .memory_model import needs_vulkan_model, to_vulkan_model
 from .private_allocs import allocs_to_private, expand_absi
 from .shifts import saturate_shifts, sign_extend_by_shifts
 from .texel_reads import texel_reads
+from .vce import pin_version
 from .vector_buffers import vectorize_buffers
 
 
@@ -158,12 +159,13 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
             ).run(module.operation)
         except ir.MLIRError as e:
             raise CompileError(f"convert-gpu-to-spirv failed: {e}", stage="spirv") from e
-        _pin_version(module, o.spirv_version or "v1.3")
+        (spv,) = find_ops(module.operation, ("spirv.module",))
+        pin_version(spv, o.spirv_version or "v1.3")
+        vulkan_model = needs_vulkan_model(spv)
         _decorate_buffers(module, access)
-        _barriers_cover_buffers(module, local_only)
-        for spv in find_ops(module.operation, ("spirv.module",)):
-            if needs_vulkan_model(spv):
-                to_vulkan_model(spv)
+        _barriers_cover_buffers(module, local_only, vulkan_model)
+        if vulkan_model:
+            to_vulkan_model(spv)
         texels = texel_reads(module, access, o.max_texel_buffer_elements or 65536) if o.texel_reads else ()
         if dump:
             dump("spirv-dialect", str(module))
@@ -219,25 +221,16 @@ def _drop_capability(spirv: bytes, cap: int) -> bytes:
     return struct.pack(f"<{len(words)}I", *words)
 
 
-def _pin_version(module: ir.Module, version: str) -> None:
-    """spirv-update-vce picks the lowest version the ops need, but lowering already used features of the
-    target version (e.g. NoSignedWrap decorations, core in 1.4): keep the target's version in the header."""
-    import re
-
-    for spv in module.body.operations:
-        if spv.operation.name == "spirv.module" and "vce_triple" in spv.attributes:
-            vce = str(spv.attributes["vce_triple"])
-            spv.attributes["vce_triple"] = ir.Attribute.parse(re.sub(r"v1\.\d", version, vce, count=1))
-
-
-def _barriers_cover_buffers(module: ir.Module, local_only: list[bool]) -> None:
+def _barriers_cover_buffers(module: ir.Module, local_only: list[bool], vulkan_model: bool = False) -> None:
     """A gpu.barrier orders buffer (global) memory too in our kernels (a workgroup reduction's output is
     zeroed by every thread, then accumulated by one), as OpenCL's barrier(CLK_GLOBAL_MEM_FENCE) does; upstream
     lowers it with WorkgroupMemory semantics only, which leaves that a race in the Vulkan memory model. Add
     UniformMemory, except on barriers that `local_only` (one flag per gpu.barrier, in order) marks as ordering
-    workgroup memory alone; if the conversion changed how many barriers there are, every one gets it."""
-    full = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|UniformMemory|WorkgroupMemory>")
-    local = ir.Attribute.parse("#spirv.memory_semantics<AcquireRelease|WorkgroupMemory>")
+    workgroup memory alone; if the conversion changed how many barriers there are, every one gets it. Under the
+    Vulkan memory model (memory_model.py) a barrier also makes those storage classes available and visible."""
+    make = "|MakeAvailable|MakeVisible" if vulkan_model else ""
+    full = ir.Attribute.parse(f"#spirv.memory_semantics<AcquireRelease|UniformMemory|WorkgroupMemory{make}>")
+    local = ir.Attribute.parse(f"#spirv.memory_semantics<AcquireRelease|WorkgroupMemory{make}>")
     barriers: list[ir.Operation] = []
 
     def walk(op: ir.Operation) -> None:

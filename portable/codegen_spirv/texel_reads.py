@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from ..ir.mlir import ir
+from .vce import add_capability
 
 TEXEL_BYTES = 16
 _IMAGE = "!spirv.image<i32, Buffer, NoDepth, NonArrayed, SingleSampled, NeedSampler, Unknown>"
@@ -187,6 +188,4 @@ def _const(v: int, t: ir.Type) -> ir.Value:
 def _require_sampled_buffer(spv: ir.Operation) -> None:
     """Declare the SampledBuffer capability (a Dim=Buffer image with Sampled=1) in the module's VCE triple: the
     rewrite runs after spirv-update-vce."""
-    vce = str(spv.attributes["vce_triple"])
-    if "SampledBuffer" not in vce:
-        spv.attributes["vce_triple"] = ir.Attribute.parse(vce.replace("[Shader", "[Shader, SampledBuffer", 1))
+    add_capability(spv, "SampledBuffer")

@@ -111,6 +111,22 @@ def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
 
 
+def keep_groups(keep: list[bool]) -> list[list[int]]:
+    """Reassociation of a collapse that keeps the dims marked in `keep`: each kept dim with the dropped (size-1)
+    dims before it, dropped dims after the last kept one joining its group."""
+    groups: list[list[int]] = []
+    pending: list[int] = []
+    for d, k in enumerate(keep):
+        if k:
+            groups.append(pending + [d])
+            pending = []
+        else:
+            pending.append(d)
+    if pending and groups:
+        groups[-1].extend(pending)
+    return groups
+
+
 def reassociation_groups(reshape: ir.Operation) -> list[list[int]]:
     """The groups of dims of a tensor.collapse_shape / expand_shape."""
     return [[int(ir.IntegerAttr(d).value) for d in ir.ArrayAttr(g)]

@@ -23,7 +23,7 @@ from ...ir.linalg_info import (
     num_inputs,
 )
 from ...ir.mlir import arith, ir, linalg, tensor
-from ...ir.util import as_operation, clone_mapped, reassociation_attr, reassociation_groups
+from ...ir.util import as_operation, clone_mapped, keep_groups, reassociation_attr, reassociation_groups
 from .horizontal import dense_attr, dense_constant
 
 
@@ -247,13 +247,7 @@ def _row_groups(shape: list[int]) -> list[list[int]]:
     kept dim with the unit dims before it."""
     rows = len(shape) - 1
     kept = [i for i in range(rows) if shape[i] != 1] or [rows - 1]
-    groups, pending = [], []
-    for i in range(len(shape)):
-        pending.append(i)
-        if i in kept or i == rows:
-            groups.append(pending)
-            pending = []
-    return groups
+    return keep_groups([i in kept or i == rows for i in range(len(shape))])
 
 
 def _rewrite(mm: ir.Operation, split: _Split, weight: ir.Value) -> None:

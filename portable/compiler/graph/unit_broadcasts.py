@@ -14,26 +14,11 @@ from __future__ import annotations
 
 from ...ir.linalg_info import indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import ir, tensor
-from ...ir.util import find_ops, reassociation_attr
+from ...ir.util import find_ops, keep_groups, reassociation_attr
 
 
 def _unit_constant(expr: ir.AffineExpr, size: int) -> bool:
     return size == 1 and isinstance(expr, ir.AffineConstantExpr) and expr.value == 0
-
-
-def _groups(keep: list[bool]) -> list[list[int]]:
-    """Reassociation of a collapse that drops the dims not kept (each joins a neighbouring kept dim's group)."""
-    groups: list[list[int]] = []
-    pending: list[int] = []
-    for d, k in enumerate(keep):
-        if k:
-            groups.append(pending + [d])
-            pending = []
-        else:
-            pending.append(d)
-    if pending and groups:
-        groups[-1].extend(pending)
-    return groups
 
 
 def _reduced(value: ir.Value, depth: int = 8) -> bool:
@@ -69,7 +54,7 @@ def drop_unit_broadcasts(func_op: ir.Operation) -> int:
             shape = [t.shape[d] for d in range(t.rank) if keep[d]]
             with ir.InsertionPoint(op), op.location:
                 collapsed = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), value,
-                                                   reassociation_attr(_groups(keep))).result
+                                                   reassociation_attr(keep_groups(keep))).result
             op.operands[i] = collapsed
             new_maps[i] = ir.AffineMap.get(maps[i].n_dims, maps[i].n_symbols,
                                            [e for e, k in zip(results, keep) if k])
