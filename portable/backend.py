@@ -8,6 +8,7 @@ recorded once (`Backend.record`) and replayed asynchronously (`Recording.submit`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -16,6 +17,38 @@ from typing import Any
 import numpy as np
 
 from .executable import Kernel
+
+
+class KernelUses:
+    """Which loaded kernels callers hold (load_kernel calls not yet unloaded), and which nothing holds, oldest first:
+    a backend keeps the last few of those for a later load and drops older ones (their driver objects)."""
+
+    def __init__(self) -> None:
+        self.uses: dict[str, int] = {}  # Kernel.key() -> holders
+        self.idle: OrderedDict[str, None] = OrderedDict()
+
+    def acquire(self, key: str) -> None:
+        self.uses[key] = self.uses.get(key, 0) + 1
+        self.idle.pop(key, None)
+
+    def release(self, key: str, keep: int) -> list[str]:
+        """One holder of `key` is done; the keys of idle kernels past the newest `keep`, to drop."""
+        n = self.uses.get(key, 0)
+        if n <= 0:
+            return []
+        if n > 1:
+            self.uses[key] = n - 1
+            return []
+        del self.uses[key]
+        self.idle[key] = None
+        drop = []
+        while len(self.idle) > keep:
+            drop.append(self.idle.popitem(last=False)[0])
+        return drop
+
+    def clear(self) -> None:
+        self.uses.clear()
+        self.idle.clear()
 
 
 @dataclass(frozen=True)

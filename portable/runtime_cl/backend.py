@@ -7,14 +7,13 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..backend import Backend, Step
+from ..backend import Backend, KernelUses, Step
 from ..completion import Completer
 from ..config import cache_dir
 from ..errors import DeviceNotFound, InvalidArgument, KernelBuildError, OutOfDeviceMemory
@@ -61,8 +60,7 @@ class _Resources:
         self.async_queue = async_queue
         self.buffers: dict[int, ClBuffer] = {}
         self.kernels: dict[str, LoadedKernel] = {}  # Kernel.key() -> loaded
-        self.uses: dict[str, int] = {}  # Kernel.key() -> load_kernel calls not yet unloaded
-        self.idle: OrderedDict[str, None] = OrderedDict()  # loaded kernels nothing uses, oldest first
+        self.kernel_uses = KernelUses()
         self.recordings: weakref.WeakSet[OpenCLRecording] = weakref.WeakSet()
         self.completer = Completer(name)
         self.lock = threading.RLock()  # kernel arguments of `execute`, the dictionaries above
@@ -93,8 +91,7 @@ class _Resources:
                 pass  # keep releasing the rest; the handle is already marked freed and uncounted
         self.buffers.clear()
         self.kernels.clear()
-        self.uses.clear()
-        self.idle.clear()
+        self.kernel_uses.clear()
         self.queue = self.async_queue = None
         self.context = None
 
@@ -257,8 +254,7 @@ class OpenCLBackend(Backend):
         key = kernel.key()
         loaded = res.kernels.get(key)
         if loaded is not None:
-            res.uses[key] = res.uses.get(key, 0) + 1
-            res.idle.pop(key, None)
+            res.kernel_uses.acquire(key)
             return loaded
         if kernel.opencl is None:
             raise KernelBuildError(
@@ -275,7 +271,7 @@ class OpenCLBackend(Backend):
         loaded = LoadedKernel(clk, kernel.name, tuple(kernel.workgroup_size), kernel.num_buffers,
                               len(kernel.push_constants), res.token, program, tuple(kernel.access))
         res.kernels[key] = loaded
-        res.uses[key] = res.uses.get(key, 0) + 1
+        res.kernel_uses.acquire(key)
         return loaded
 
     def unload_kernel(self, kernel: Kernel) -> None:
@@ -285,17 +281,9 @@ class OpenCLBackend(Backend):
         if res is None or res.closed:
             return
         key = kernel.key()
-        n = res.uses.get(key, 0)
-        if n <= 0 or key not in res.kernels:
-            return
-        if n > 1:
-            res.uses[key] = n - 1
-            return
-        del res.uses[key]
-        res.idle[key] = None
-        while len(res.idle) > IDLE_KERNELS:
-            old, _ = res.idle.popitem(last=False)
-            del res.kernels[old]
+        if key in res.kernels:
+            for old in res.kernel_uses.release(key, IDLE_KERNELS):
+                del res.kernels[old]
 
     def _check_workgroup(self, kernel: Kernel) -> None:
         """Refuse a workgroup the device cannot run before compiling, naming the sizes."""

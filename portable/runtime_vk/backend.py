@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..backend import Backend, DeviceInfo, Step
+from ..backend import Backend, DeviceInfo, KernelUses, Step
 from ..completion import Completer
 from ..errors import DeviceNotFound, DriverError, InvalidArgument, InvalidState, PortableError
 from ..executable import Kernel
@@ -47,8 +46,7 @@ class _Owned:
         self.device: Device | None = None
         self.buffers: dict[int, Buffer] = {}
         self.kernels: dict[str, LoadedKernel] = {}
-        self.uses: dict[str, int] = {}  # Kernel.key() -> load_kernel calls not yet unloaded
-        self.idle: OrderedDict[str, None] = OrderedDict()  # loaded kernels nothing uses, oldest first
+        self.kernel_uses = KernelUses()
         self.staging: Staging | None = None
         self.arena: DescriptorArena | None = None
         self.cache: PipelineCache | None = None
@@ -73,8 +71,7 @@ class _Owned:
             for lk in self.kernels.values():
                 pipelines.destroy(dev, lk)
             self.kernels.clear()
-            self.uses.clear()
-            self.idle.clear()
+            self.kernel_uses.clear()
             if self.arena is not None:
                 self.arena.destroy()
             if self.staging is not None:
@@ -253,8 +250,7 @@ class VulkanBackend(Backend):
             if lk is None:
                 lk = pipelines.build(kernel, dev, own.cache)
                 own.kernels[key] = lk
-            own.uses[key] = own.uses.get(key, 0) + 1
-            own.idle.pop(key, None)
+            own.kernel_uses.acquire(key)
         return lk
 
     def unload_kernel(self, kernel: Kernel) -> None:
@@ -264,17 +260,9 @@ class VulkanBackend(Backend):
         key = kernel.key()
         own = self._own
         with own.lock:
-            n = own.uses.get(key, 0)
-            if n <= 0 or key not in own.kernels:
-                return
-            if n > 1:
-                own.uses[key] = n - 1
-                return
-            del own.uses[key]
-            own.idle[key] = None
-            while len(own.idle) > IDLE_KERNELS:
-                old, _ = own.idle.popitem(last=False)
-                pipelines.destroy(self._device(), own.kernels.pop(old))
+            if key in own.kernels:
+                for old in own.kernel_uses.release(key, IDLE_KERNELS):
+                    pipelines.destroy(self._device(), own.kernels.pop(old))
 
     def _check_dispatch(self, n: int, lk: Any, bufs: Sequence[Any], grid: Sequence[int],
                         push: Sequence[int]) -> tuple[int, int, int]:
