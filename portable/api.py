@@ -17,6 +17,7 @@ from . import cache
 from .devices import LiveDevice, open_device
 from .errors import PackageError, PortableError, ShapeMismatch, UnpinnedPackage, UnsupportedOp
 from .executable import Executable
+from .progress import Progress
 from .session import DEFAULT_IN_FLIGHT, BoundExecutable
 
 DEFAULT_DEVICE = "vulkan:0"
@@ -225,7 +226,10 @@ def _compiled(key_text: str, text: Callable[[], str], live: LiveDevice, targets:
     if exe is None:
         from .compiler.pipeline import compile_module  # the only place the public API pulls in MLIR
 
-        exe = compile_module(text(), live.options, targets)
+        progress = Progress(f"compiling for {live.info.uri}")
+        progress.step("import")
+        exe = compile_module(text(), live.options, targets, progress)
+        progress.finish()
         cache.store(k, exe)
     return exe
 

@@ -28,9 +28,22 @@ def dump_stage(name: str) -> bool:
     return not only or name in {s.strip() for s in only.split(",")}
 
 
+def progress() -> bool | None:
+    """PORTABLE_PROGRESS=1 prints a long compile's progress (stage, kernel k of n) on stderr, =0 never; unset, only
+    when stderr is a terminal."""
+    v = os.environ.get("PORTABLE_PROGRESS", "").strip()
+    return None if v == "" else v != "0"
+
+
 def vk_validation() -> bool:
     """PORTABLE_VK_VALIDATION=1 enables the Khronos validation layer; any message then raises."""
-    return os.environ.get("PORTABLE_VK_VALIDATION", "") not in ("", "0")
+    return os.environ.get("PORTABLE_VK_VALIDATION", "") not in ("", "0") or vk_gpu_av()
+
+
+def vk_gpu_av() -> bool:
+    """PORTABLE_VK_GPU_AV=1: the validation layer with GPU-assisted validation instead of synchronization validation
+    (kernels instrumented: out-of-bounds buffer accesses are reported); implies PORTABLE_VK_VALIDATION."""
+    return os.environ.get("PORTABLE_VK_GPU_AV", "") not in ("", "0")
 
 
 def test_devices() -> list[str] | None:

@@ -120,7 +120,7 @@ def open_device(uri: str) -> LiveDevice:
         if api == "vulkan":
             from .runtime_vk import VulkanBackend
 
-            backend: Backend = VulkanBackend(index, validation=config.vk_validation())
+            backend: Backend = VulkanBackend(index, validation=config.vk_validation(), gpu_assisted=config.vk_gpu_av())
         else:
             from .runtime_cl import OpenCLBackend
 

@@ -226,3 +226,52 @@ def test_plan_and_codegen_at_the_boundary():
     _, c, changed = _at(MATMUL_SOFTMAX, "codegen", _options("nvidia"))
     assert changed is False and c.kernels and all(k.spirv and k.opencl for k in c.kernels)
     assert set(c.index.values()) == set(range(len(c.kernels)))
+
+
+TWO_MATMULS = """
+func.func @main(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>, %c: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x64xf32>) outs(%f : tensor<64x64xf32>)
+    -> tensor<64x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%m : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+    ^bb0(%x: f32, %o: f32):
+      %y = arith.maximumf %x, %z : f32
+      linalg.yield %y : f32
+  } -> tensor<64x64xf32>
+  %g = linalg.fill ins(%z : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m2 = linalg.matmul ins(%r, %c : tensor<64x64xf32>, tensor<64x64xf32>) outs(%g : tensor<64x64xf32>)
+    -> tensor<64x64xf32>
+  return %m2 : tensor<64x64xf32>
+}
+"""
+
+
+def _script_and_kernels(monkeypatch=None):
+    from portable.compiler.schedule import transform_script
+    from portable.ir.linalg_info import classify
+
+    _, c, _ = _at(TWO_MATMULS, "dispatch", _options("lavapipe"), ("vulkan",))
+    script = transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups])
+    run_stages(c, STAGES[[s.name for s in STAGES].index("tile-and-map"):])
+    return c.groups, script, [k.spirv for k in c.kernels]
+
+
+def test_every_group_is_fused_before_any_is_unrolled(monkeypatch):
+    """transform_script._split_at_growth: fusion prints the module into a diagnostic, so all groups fuse while the
+    module is small; the reordering leaves the kernels as they were with each group's script in one piece."""
+    from portable.compiler.schedule import transform_script
+
+    groups, script, kernels = _script_and_kernels()
+    lines = script.splitlines()
+    fuses = [i for i, ln in enumerate(lines) if "fuse_into_containing_op" in ln]
+    unrolls = [i for i, ln in enumerate(lines) if "transform.loop.unroll" in ln]
+    assert len(groups) >= 2 and fuses and unrolls
+    assert max(fuses) < min(unrolls)
+    monkeypatch.setattr(transform_script, "_split_at_growth", lambda group_lines: (group_lines, []))
+    _, in_one_piece, kernels_before = _script_and_kernels()
+    assert in_one_piece != script and sorted(in_one_piece.splitlines()) == sorted(lines)
+    assert kernels == kernels_before

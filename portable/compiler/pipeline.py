@@ -27,6 +27,7 @@ from ..ir.mlir import ir, passmanager
 from ..ir.patterns import apply_patterns
 from ..ir.util import find_ops
 from ..profiles import Options
+from ..progress import Progress
 from . import plan
 from .dispatch import groups as dispatch
 from .dispatch import split
@@ -117,6 +118,7 @@ class Compilation:
     builder: plan.PlanBuilder | None = None
     kernels: list[Kernel] = field(default_factory=list)
     index: dict = field(default_factory=dict)
+    progress: Progress = field(default_factory=lambda: Progress(enabled=False))
 
     @property
     def func(self) -> ir.Operation:
@@ -372,7 +374,7 @@ def _plan(c: Compilation) -> bool:
 
 
 def _codegen(c: Compilation) -> bool:
-    c.kernels, c.index = codegen(c.module, c.options, c.targets, c.dump)
+    c.kernels, c.index = codegen(c.module, c.options, c.targets, c.dump, c.progress)
     return False
 
 
@@ -429,6 +431,7 @@ def run_stages(c: Compilation, stages: list[Stage] | None = None) -> Compilation
     """Run `stages` (default: all of STAGES) in order on `c`, dumping the module after each that changed it."""
     for st in STAGES if stages is None else stages:
         c.stage = st.name
+        c.progress.step(st.name)
         changed = st.run(c)
         if st.dumps_module and changed is not False and config.dump_stage(st.name):
             c.dump(st.name, c.module)
@@ -452,10 +455,13 @@ def public_func(module: ir.Module) -> ir.Operation:
     return public[0]
 
 
-def compile_module(text: str, options: Options | dict,
-                   targets: tuple[str, ...] = ("vulkan", "opencl")) -> Executable:
-    """Compile MLIR text (linalg on tensors) for a device's options into an Executable."""
+def compile_module(text: str, options: Options | dict, targets: tuple[str, ...] = ("vulkan", "opencl"),
+                   progress: Progress | None = None) -> Executable:
+    """Compile MLIR text (linalg on tensors) for a device's options into an Executable; `progress` (by default
+    one of its own) reports each stage of a long compile."""
     global COMPILE_COUNT
+    own = progress is None
+    progress = Progress() if own else progress
     COMPILE_COUNT += 1
     ghash = cache.key(text, options, targets)
     o = strategy.for_targets(Options.of(options), targets)
@@ -465,13 +471,16 @@ def compile_module(text: str, options: Options | dict,
     except UnicodeEncodeError as e:  # a lone surrogate (a str decoded with surrogateescape): MLIR takes UTF-8 only
         raise CompileError(f"the MLIR text holds {text[e.start:e.end]!r} at offset {e.start}, which is not Unicode "
                            f"text; read the file as UTF-8 (errors='strict') and fix it", stage="parse") from None
+    progress.step("parse")
     with ir.Context(), ir.Location.unknown():
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
             module = named_ops.parse(text, e)  # ops upstream renamed; else UnsupportedOp / CompileError
         dump("input", module)
-        c = run_stages(Compilation(module, o, tuple(targets), dump))
+        c = run_stages(Compilation(module, o, tuple(targets), dump, progress=progress))
+    if own:
+        progress.finish()
     builder, narrowed, widened = c.builder, c.narrowed, c.widened
     inputs, outputs = list(builder.inputs), list(builder.outputs)
     for k in narrowed[0]:  # int64 on the host, int32 on the device: the runtime converts
@@ -557,15 +566,16 @@ def _has_op(root: ir.Operation, prefix: str) -> bool:
     return bool(found)
 
 
-def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumper):
+def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumper, progress: Progress | None = None):
     """Every gpu.module of `module` as a Kernel (SPIR-V words, OpenCL C), and (gpu.module, gpu.func) -> its index."""
     from ..codegen_spirv import disassemble, spirv_from_gpu_module
 
     kernels: list[Kernel] = []
     index: dict[tuple[str, str], int] = {}
-    for gm in module.body.operations:
-        if gm.operation.name != "gpu.module":
-            continue
+    gpu_modules = [gm for gm in module.body.operations if gm.operation.name == "gpu.module"]
+    for k, gm in enumerate(gpu_modules):
+        if progress is not None:
+            progress.kernel(k + 1, len(gpu_modules))
         gname = ir.StringAttr(gm.attributes["sym_name"]).value
         fn = next(op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func")
         fname = ir.StringAttr(fn.attributes["sym_name"]).value

@@ -67,6 +67,11 @@ def replay(src: Path, devices: list[str], out: Path, profile: str, shard: tuple[
             path = d / f"{device.info.api}.ptx"
             t0 = time.perf_counter()
             graph = None
+            # Under the Vulkan validation layer (PORTABLE_VK_VALIDATION / PORTABLE_VK_GPU_AV) a case it reports on
+            # is an error whatever its numbers.
+            messages = getattr(device.backend, "validation_messages", None)
+            if messages:
+                messages.clear()
             try:
                 graph = CompiledGraph(Executable.load(path), device)
                 rec = _execute(case, graph, sets)
@@ -75,6 +80,10 @@ def replay(src: Path, devices: list[str], out: Path, profile: str, shard: tuple[
             finally:
                 if graph is not None:
                     graph.close()
+            if messages:
+                rec.update(status="error", stage="run", validation=messages[:5],
+                           error=f"validation layer: {len(messages)} report(s), first: {messages[0][:400]}")
+                messages.clear()
             rec["run_s"] = round(time.perf_counter() - t0, 3)
             res.add(case, f"{profile}@{dev}", rec)
         if n % 200 == 0:

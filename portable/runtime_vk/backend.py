@@ -19,7 +19,7 @@ from ..completion import Completer
 from ..errors import DeviceNotFound, DriverError, InvalidArgument, InvalidState, PortableError
 from ..executable import Kernel
 from ..memory import barriers, uses
-from . import buffers, commands, pipelines, segments, transfers
+from . import buffers, commands, features, pipelines, segments, transfers
 from .buffers import Buffer, Staging
 from .commands import DescriptorArena
 from .device import Device
@@ -98,11 +98,12 @@ class VulkanBackend(Backend):
     tools, by name (runtime_vk.features.OPT_IN, e.g. "pipelineExecutableInfo"); DeviceNotFound if one is missing."""
 
     def __init__(self, index: int, validation: bool = False, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 use_timeline: bool = True, transfer_queue: str = "auto", opt_in: Sequence[str] = ()):
+                 use_timeline: bool = True, transfer_queue: str = "auto", opt_in: Sequence[str] = (),
+                 gpu_assisted: bool = False):
         require_loader()
         self._own = _Owned()
         try:
-            self._open(index, validation, timeout_s, use_timeline, transfer_queue, tuple(opt_in))
+            self._open(index, validation, timeout_s, use_timeline, transfer_queue, tuple(opt_in), gpu_assisted)
         except BaseException:
             self._own.release()
             raise
@@ -111,10 +112,10 @@ class VulkanBackend(Backend):
         self._finalizer = weakref.finalize(self, self._own.release)
 
     def _open(self, index: int, validation: bool, timeout_s: float, use_timeline: bool, transfer_queue: str,
-              opt_in: tuple[str, ...]) -> None:
+              opt_in: tuple[str, ...], gpu_assisted: bool) -> None:
         own = self._own
         if validation:  # a private instance: the layer is per instance, and so is the message sink
-            own.instance, own.own_instance = Instance(validation_enabled=True), True
+            own.instance, own.own_instance = Instance(validation_enabled=True, gpu_assisted=gpu_assisted), True
         else:
             own.instance = discovery_instance()
         self.validation_messages: list[str] = own.instance.validation_messages if validation else []
@@ -128,6 +129,9 @@ class VulkanBackend(Backend):
             )
         pd = devices[index]
         self.info: DeviceInfo = pd.info
+        if own.instance.gpu_assisted and pd.features.get(features.GPU_AV_FEATURE) \
+                and features.GPU_AV_FEATURE not in opt_in:
+            opt_in += (features.GPU_AV_FEATURE,)  # the layer checks buffer bounds only with it (validation.py)
         own.device = Device(pd, timeout_s, use_timeline, transfer_queue, opt_in)
         own.completer = Completer(own.device.name)
         own.staging = Staging(own.device)

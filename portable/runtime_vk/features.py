@@ -44,7 +44,13 @@ OPT_IN: dict[str, tuple[str, str, int, str, tuple[str, ...]]] = {
     "pipelineExecutableInfo": ("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                                "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR",
                                EXTENSION_ONLY, "VK_KHR_pipeline_executable_properties", ("pipelineExecutableInfo",)),
+    # GPU-assisted validation (PORTABLE_VK_GPU_AV) checks storage-buffer bounds only on a device with a
+    # descriptor-indexing feature enabled (runtime_vk/validation.py).
+    "runtimeDescriptorArray": ("VkPhysicalDeviceDescriptorIndexingFeatures",
+                               "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES",
+                               make_version(1, 2), "VK_EXT_descriptor_indexing", ("runtimeDescriptorArray",)),
 }
+GPU_AV_FEATURE = "runtimeDescriptorArray"
 _CORE_FIELDS = ("shaderInt64", "shaderInt16", "shaderFloat64")
 V1_1 = make_version(1, 1)
 

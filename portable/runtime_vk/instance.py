@@ -42,7 +42,7 @@ def _destroy(handle: Any, messenger: Any, sink_handle: Any) -> None:
 class Instance:
     """A VkInstance. With validation=True, WARNING/ERROR messages land in `validation_messages`."""
 
-    def __init__(self, validation_enabled: bool = False):
+    def __init__(self, validation_enabled: bool = False, gpu_assisted: bool = False):
         require_loader()
         self.validation_messages: list[str] = []
         self.api_version = instance_api_version()
@@ -61,7 +61,7 @@ class Instance:
             msg_info = instance_next = validation.messenger_create_info(sink_handle)
             if validation.FEATURES_EXTENSION in validation.layer_extensions():
                 extensions.append(validation.FEATURES_EXTENSION)
-                instance_next, _sync_keep = validation.sync_validation_info()
+                instance_next, _sync_keep = validation.features_info(gpu_assisted)
                 chain(instance_next, msg_info)  # msg_info keeps a NULL pNext: it is reused for the messenger
         if _PORTABILITY in available:
             extensions.append(_PORTABILITY)
@@ -86,6 +86,7 @@ class Instance:
                 tracking.destroyed("instance")
                 raise
         self.validation = validation_enabled
+        self.gpu_assisted = bool(validation_enabled and gpu_assisted and _sync_keep is not None)
         self._finalizer = weakref.finalize(self, _destroy, self.handle, messenger, sink_handle)
 
     def compute_devices(self) -> tuple[list[PhysicalDevice], list[str]]:

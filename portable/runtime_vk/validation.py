@@ -12,7 +12,7 @@ from .errors import guard
 
 LAYER = "VK_LAYER_KHRONOS_validation"
 EXTENSION = "VK_EXT_debug_utils"
-FEATURES_EXTENSION = "VK_EXT_validation_features"  # offered by the layer; turns on synchronization checks
+FEATURES_EXTENSION = "VK_EXT_validation_features"  # offered by the layer; turns on sync or GPU-assisted checks
 
 _SEVERITY = {0x100: "WARNING", 0x1000: "ERROR"}
 _callback: Any = None  # one cffi callback for the process; pUserData says which list gets the message
@@ -44,16 +44,22 @@ def layer_extensions() -> set[str]:
         return {e.extensionName for e in vk.vkEnumerateInstanceExtensionProperties(LAYER)}
 
 
-def sync_validation_info() -> tuple[Any, Any]:
-    """(VkValidationFeaturesEXT enabling synchronization validation, its array to keep alive).
+def features_info(gpu_assisted: bool = False) -> tuple[Any, Any]:
+    """(VkValidationFeaturesEXT, its array to keep alive): synchronization validation, or with `gpu_assisted`
+    GPU-assisted validation instead.
 
     Core validation checks API usage only; synchronization validation also reports missing or wrong
     barriers (read-after-write hazards between dispatches and copies), which is what a runtime gets wrong.
+    GPU-assisted validation instruments each kernel so that its out-of-bounds buffer accesses are reported (the
+    layer checks storage-buffer bounds where the device enables a descriptor-indexing feature: the backend turns
+    one on, features.GPU_AV_FEATURE).
     """
-    enabled = vk.ffi.new("VkValidationFeatureEnableEXT[]",
-                         [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+    names = (["VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT",
+              "VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_RESERVE_BINDING_SLOT_EXT"] if gpu_assisted
+             else ["VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT"])
+    enabled = vk.ffi.new("VkValidationFeatureEnableEXT[]", [getattr(vk, n) for n in names])
     info = new_struct("VkValidationFeaturesEXT", vk.VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
-                      enabledValidationFeatureCount=1, pEnabledValidationFeatures=enabled)
+                      enabledValidationFeatureCount=len(names), pEnabledValidationFeatures=enabled)
     return info, enabled
 
 
