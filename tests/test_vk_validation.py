@@ -7,7 +7,7 @@ reports hazards between dispatches and copies of a command buffer and across sub
 barrier). One case of each family of the strategies suite runs here on lavapipe and must give 0 reports and its
 reference's numbers; a plan whose barrier is dropped must be reported.
 
-GPU-assisted validation (PORTABLE_VK_GPU_AV=1) runs on a GPU host through scripts/gpu_av.py, not here: the packaged layer
+GPU-assisted validation (PORTABLE_VK_GPU_AV=1) runs on a GPU host (scripts/gpu_av.py), not here: the packaged layer
 (1.3.239) checks storage-buffer bounds only on a device with a descriptor-indexing feature enabled
 (GpuAssisted::CheckForDescriptorIndexing), and lavapipe of Mesa 22.3 offers no VK_EXT_descriptor_indexing; with
 GPU-assisted validation on, a kernel storing 400 bytes past a 4-byte buffer ran with no report. In-kernel
