@@ -48,3 +48,43 @@ def test_copy_reads_its_source():
         fences = [op for op in body if op.name == "gpu.barrier"]
         assert "address_spaces" not in fences[0].attributes  # %a written before, read by the copy after
         assert "address_spaces" in fences[1].attributes  # nothing touches %a or %b after the last one
+
+
+KERNEL = """
+gpu.module @k {
+  gpu.func @f(%a: memref<4xf32>) kernel {
+    %w = memref.alloc() : memref<4xf32, #gpu.address_space<workgroup>>
+    %s = memref.subview %w[1] [2] [1] : memref<4xf32, #gpu.address_space<workgroup>>
+                                      to memref<2xf32, strided<[1], offset: 1>, #gpu.address_space<workgroup>>
+    %c0 = arith.constant 0 : index
+    %v = memref.load %a[%c0] : memref<4xf32>
+    memref.store %v, %s[%c0] : memref<2xf32, strided<[1], offset: 1>, #gpu.address_space<workgroup>>
+    gpu.barrier memfence [#gpu.address_space<workgroup>]
+    %u = memref.load %w[%c0] : memref<4xf32, #gpu.address_space<workgroup>>
+    memref.store %u, %a[%c0] : memref<4xf32>
+    gpu.barrier memfence [#gpu.address_space<global>, #gpu.address_space<workgroup>]
+    gpu.barrier
+    gpu.return
+  }
+}
+"""
+
+
+def test_spirv_takes_fences_and_workgroup_memory_from_the_ir():
+    """codegen_spirv/storage_classes.py: one flag per barrier in order (workgroup memory alone or not), the memfence
+    lists gone, and every workgroup memref (views too) typed with the Workgroup storage class."""
+    from portable.codegen_spirv.storage_classes import take_barrier_fences, workgroup_memory_as_storage_class
+    from portable.ir.mlir import ir
+    from portable.ir.util import find_ops
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse("module attributes {gpu.container_module} {" + KERNEL + "}")
+        gm = module.body.operations[0].operation
+        assert take_barrier_fences(gm) == [True, False, False]
+        assert all("address_spaces" not in b.attributes for b in find_ops(gm, ("gpu.barrier",)))
+        workgroup_memory_as_storage_class(gm)
+        module.operation.verify()
+        storage = ir.Attribute.parse("#spirv.storage_class<Workgroup>")
+        for op in find_ops(gm, ("memref.alloc", "memref.subview")):
+            assert op.results[0].type.memory_space == storage
+        assert "address_space<workgroup>" not in str(gm)

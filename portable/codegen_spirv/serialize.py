@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sysconfig
@@ -30,9 +29,13 @@ from .math_ops import (
 from .memory_model import needs_vulkan_model, to_vulkan_model
 from .private_allocs import allocs_to_private, expand_absi
 from .shifts import saturate_shifts, sign_extend_by_shifts
+from .storage_classes import take_barrier_fences, workgroup_memory_as_storage_class
 from .texel_reads import texel_reads
 from .vce import pin_version
 from .vector_buffers import vectorize_buffers
+
+MMA_OPS = ("gpu.subgroup_mma_load_matrix", "gpu.subgroup_mma_store_matrix", "gpu.subgroup_mma_compute",
+           "gpu.subgroup_mma_constant_matrix", "gpu.subgroup_mma_elementwise")
 
 
 def target_env_options(o: Options) -> str:
@@ -70,24 +73,19 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
                           dump=None, access: tuple[str, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
     """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`), and the bindings it reads as
     uniform texel buffers (texel_reads.py; empty unless the profile asks for them)."""
-    if "gpu.subgroup_mma" in gpu_module_asm:
-        # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
-        # devices accept: it needs Vulkan 1.3).
-        o = o.replace(spirv_version="v1.6")
-    caps = list(("Shader",) if o.spirv_caps is None else o.spirv_caps)
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
-        # Workgroup memory stays a memref.alloc that MemRefToSPIRV turns into a Workgroup variable; this
-        # build of convert-gpu-to-spirv crashes on gpu.func workgroup attributions, and its memory-space map
-        # does not take #gpu.address_space here, so name the storage class directly.
-        # A barrier's memfence list goes (the storage-class renaming below would break it): barriers that order
-        # workgroup memory only are remembered in order, the rest get buffer semantics too (_barriers_cover_buffers).
-        local_only = [bool(m.group(1)) and "workgroup" in m.group(1) and "global" not in m.group(1)
-                      for m in re.finditer(r"gpu\.barrier(?: memfence (\[[^\]]*\]))?", gpu_module_asm)]
-        gpu_module_asm = re.sub(r"gpu\.barrier memfence \[[^\]]*\]", "gpu.barrier", gpu_module_asm)
-        gpu_module_asm = gpu_module_asm.replace("#gpu.address_space<workgroup>", "#spirv.storage_class<Workgroup>")
         module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
         gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
+        if find_ops(gm.operation, MMA_OPS):
+            # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
+            # devices accept: it needs Vulkan 1.3).
+            o = o.replace(spirv_version="v1.6")
+        caps = list(("Shader",) if o.spirv_caps is None else o.spirv_caps)
+        # Barriers that order workgroup memory only are remembered in order, the rest get buffer semantics too
+        # (_barriers_cover_buffers); workgroup memory names its SPIR-V storage class (storage_classes.py).
+        local_only = take_barrier_fences(gm.operation)
+        workgroup_memory_as_storage_class(gm.operation)
         f16_storage_only, i16_storage_only = _storage_only_types(scalar_types(gm.operation), caps)
         # The conversion needs the narrow types in its target to keep them on the buffers; the capabilities leave
         # the binary after it (f16_storage.py).

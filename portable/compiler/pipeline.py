@@ -33,6 +33,7 @@ from .dispatch import groups as dispatch
 from .dispatch import split
 from .graph import (
     arg_reductions,
+    collapse_dims,
     conv_gemm,
     named_ops,
     narrow_i64,
@@ -66,6 +67,7 @@ FRONTEND_PATHS = "portable.onnx_paths"  # module attribute set by frontend/onnx_
 
 PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
 CLEAN = "builtin.module(canonicalize,cse)"
+MAX_GROUP_FALLBACKS = 4  # groups that may each fall back to their plain strategy before every group does
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)"
 OUTLINE = ("builtin.module(func.func(convert-linalg-to-loops),canonicalize,cse,gpu-launch-sink-index-computations,"
            "gpu-kernel-outlining)")
@@ -112,6 +114,8 @@ class Compilation:
     widened: tuple[list[int], list[int]] = ([], [])
     pristine: ir.Operation | None = None  # the module before dispatch formation, for the plain fallback
     plain: bool = False  # strategies are the plain fallback's (no row chains, no vector registers)
+    plain_groups: frozenset[int] = frozenset()  # groups that alone take their plain strategy
+    forms: list = field(default_factory=list)  # per group, what its script's success depends on (_group_form)
     groups: list = field(default_factory=list)
     splits: list = field(default_factory=list)
     strategies: list = field(default_factory=list)
@@ -218,24 +222,66 @@ def _dispatch(c: Compilation) -> None:
 
 def _tile_and_map(c: Compilation) -> None:
     """The transform script that tiles, bufferizes and maps every group. A strategy the transform dialect cannot
-    carry out on this shape (e.g. a fused op folded away while a handle still tracks it) falls back to plain ones:
-    scalar per-thread tiles and no row chains, formed again from the module as it was before dispatch formation
-    (a failed run leaves it half rewritten)."""
+    carry out on this shape (e.g. a fused op folded away while a handle still tracks it) falls back to the plain
+    one, formed again from the module as it was before dispatch formation (a failed run leaves it half rewritten):
+    first for the group whose script line failed, the others keeping theirs; where no one group is to blame, or
+    the groups to blame keep failing, every group's (no row chains either)."""
     if c.plain:
-        _map(c)
+        _map_all(c)
         return
+    for _ in range(MAX_GROUP_FALLBACKS):
+        try:
+            _map(c)
+            return
+        except _GroupFailed as e:
+            if e.group is None or e.group in c.plain_groups:
+                break
+            c.dump(f"fallback-g{e.group}", str(e.error), ".txt")
+            # Groups of the same form (a layer repeated through the network) would fail the same way.
+            plain_groups = c.plain_groups | {k for k, f in enumerate(c.forms) if f == c.forms[e.group]}
+            c.module = c.pristine.clone()
+            _form(c, plain=False, plain_groups=plain_groups)
+            c.dump("dispatch", c.module)
+    c.module = c.pristine
+    _form(c, plain=True)
+    c.dump("dispatch", c.module)
+    _map_all(c)
+
+
+def _map_all(c: Compilation) -> None:
+    """_map where no fallback is left: its failure is the compile's."""
     try:
         _map(c)
-    except CompileError:
-        c.module = c.pristine
-        _form(c, plain=True)
-        c.dump("dispatch", c.module)
-        _map(c)
+    except _GroupFailed as e:
+        raise e.error from e.error.__cause__
 
 
-def _form(c: Compilation, plain: bool) -> None:
-    """Dispatch groups, splits and strategies (`plain`: no row chains, no vector registers: the fallback)."""
-    c.plain = plain
+def _group_form(g, s: strategy.Strategy) -> tuple:
+    """What decides whether a group's script runs: its ops, their maps and operand types, its strategy."""
+    return tuple((op.name, op.attributes["indexing_maps"] if "indexing_maps" in op.attributes else None,
+                  tuple(v.type for v in op.operands)) for op in [g.target] + g.fused()), s
+
+
+class _GroupFailed(Exception):
+    """The transform script failed; `group`: the index of the group whose line failed (None: a shared line)."""
+
+    def __init__(self, group: int | None, error: CompileError):
+        super().__init__(str(error))
+        self.group, self.error = group, error
+
+
+def _plain(s: strategy.Strategy) -> strategy.Strategy:
+    """A group's plain strategy: scalar per-thread tiles read from global memory."""
+    if s.coop:  # fragments loaded from global memory: fewer transforms to fail
+        return dataclasses.replace(s, promote_k=0, coop_buffers=1)
+    return dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1), root_col_split=(0, 0, 1),
+                               promote_k=0)
+
+
+def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset()) -> None:
+    """Dispatch groups, splits and strategies (`plain`: no row chains, no vector registers: the fallback;
+    `plain_groups`: the groups, by index, that take their plain strategy)."""
+    c.plain, c.plain_groups = plain, frozenset(plain_groups)
     o, targets = c.options, c.targets
     if plain:
         o = o.replace(row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
@@ -243,13 +289,19 @@ def _form(c: Compilation, plain: bool) -> None:
     # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
     groups, splits = split.split_groups(c.func, groups, o.max_bind_bytes or 0,
                                         o.bind_offset_alignment or split.DEFAULT_OFFSET_ALIGNMENT)
+    for g in groups:
+        if g.kind.kind == "matmul" and not g.chain:
+            # A matmul's epilogue is vectorized row by row: an operand read at a constant index (a row chain's
+            # output read through a unit-dim reshape, row_chains.py) is read as a lower-rank operand instead.
+            for op in g.consumers:
+                unit_broadcasts.drop_unit_indices(op)
     strategies = []
     for g in groups:
         t = classify(g.target)
         if coop_matrix.eligible(g, o, targets):
             wg, sg = coop_matrix.group_tiles(g, o)
             # The fallback (plain) keeps fragments loaded from global memory: fewer transforms to fail.
-            staged = not plain and coop_staging.applies(g)
+            staged = not plain and g.index not in c.plain_groups and coop_staging.applies(g)
             kt, nbuf = coop_staging.stage_k(o, classify(g.root).ranges[2], (wg, sg)) if staged else (0, 1)
             strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
             continue
@@ -271,19 +323,46 @@ def _form(c: Compilation, plain: bool) -> None:
             # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
             # those 2-d tiles only where row_vectors.py unrolls them.
             s = dataclasses.replace(s, vectorize=False)
-        if plain:
-            s = dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1),
-                                    root_col_split=(0, 0, 1), promote_k=0)
-        strategies.append(s)
+        strategies.append(_plain(s) if plain or g.index in c.plain_groups else s)
     c.groups, c.splits, c.strategies = groups, splits, strategies
+    c.forms = [_group_form(g, s) for g, s in zip(groups, strategies)]
 
 
 def _map(c: Compilation) -> None:
-    _transform(c, transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups]))
+    script = transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups])
+    try:
+        _transform(c, script.text)
+    except CompileError as e:
+        raise _GroupFailed(_failing_group(e.__cause__, script, c.module), e) from e
     transform_script.hoist_step_barriers(c.module)
     subgroup_reduce.lower_combines(c.module)
     serial_rows.run_rows_serially(c.module)
     grid_stride.run_grid_stride(c.module)
+
+
+def _failing_group(err: object, script: transform_script.Script, module: ir.Module) -> int | None:
+    """The group to blame for an MLIRError of the transform script, from its first diagnostic: the group whose
+    script line it names (a transform op failed), or the one group whose ops carry the location it names (a payload
+    op failed, e.g. to vectorize); else None."""
+    for d in getattr(err, "error_diagnostics", None) or []:
+        loc = d.location
+        try:  # a diagnostic's location is untyped: its attribute gives the file-line-column form
+            line = ir.Location.from_attr(loc.attr, loc.context).start_line
+        except (AttributeError, TypeError, ValueError):  # not a file location
+            line = None
+        if line is not None and script.owner(line) is not None:
+            return script.owner(line)
+        found: set[int | None] = set()
+
+        def visit(op, loc=loc, found=found):
+            if op.location == loc:
+                found.add(dispatch.tagged_group(op))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+        found.discard(None)
+        return found.pop() if len(found) == 1 else None
+    return None
 
 
 def _rows_per_thread(s: strategy.Strategy) -> int:
@@ -399,6 +478,8 @@ STAGES: list[Stage] = [
     Stage("unfuse-reductions", _passes_if(CLEAN, lambda c: unfuse.unfuse_reductions(c.func))),
     Stage("conv-gemm", _conv_gemm),
     Stage("rewrites", _rewrites),
+    # Matmul loops that folded reshapes split (a projection into heads) joined again: plain matmuls.
+    Stage("collapse-loops", _passes_if(CLEAN, lambda c: collapse_dims.collapse_matmul_loops(c.func))),
     Stage("windows", _passes_if(CLEAN, lambda c: windows.unroll_small_windows(c.func, c.options.window_taps or 0))),
     Stage("split-k", _passes_if(GENERALIZE, lambda c: split_k.split_matmuls(c.func, c.options))),  # fills: named ops
     # Producers fused into a matmul that recomputes them per output column leave it (fusion_cost.py).

@@ -56,6 +56,9 @@ class Group:
         return list(reversed(self.consumers[:-1])) + ([self.root] if self.consumers else []) + self.producers
 
 
+TAG = "portable.op"  # on every op of a group: "g<group>_<order>"
+
+
 def _defining_op(value: ir.Value) -> ir.Operation | None:
     if not isinstance(value, ir.OpResult):
         return None  # a block argument
@@ -258,5 +261,12 @@ def form_groups(func_op: ir.Operation, options: Options | None = None,
     for g in groups:
         ops = [g.target] + g.fused()
         for j, op in enumerate(ops):
-            op.attributes["portable.op"] = ir.StringAttr.get(f"g{g.index}_{j}")
+            op.attributes[TAG] = ir.StringAttr.get(f"g{g.index}_{j}")
     return groups
+
+
+def tagged_group(op: ir.Operation) -> int | None:
+    """The index of the group whose TAG `op` carries, if any."""
+    if TAG not in op.attributes:
+        return None
+    return int(ir.StringAttr(op.attributes[TAG]).value[1:].split("_")[0])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +29,7 @@ from ...ir.linalg_info import OpKind, classify, indexing_maps, iterator_types, n
 from ...ir.mlir import bufferization, ir, tensor
 from ..graph.generics import rebuild_generic
 from ..plan import numpy_dtype
-from .groups import Group
+from .groups import TAG, Group
 
 _MIB = 1 << 20
 DEFAULT_OFFSET_ALIGNMENT = 256  # the largest minStorageBufferOffsetAlignment Vulkan allows; OpenCL's is 128 mostly
@@ -68,7 +67,12 @@ def nbytes(t: ir.Type) -> int:
 
 
 def _uses_dim(expr: ir.AffineExpr, d: int) -> bool:
-    return re.search(rf"\bd{d}\b", str(expr)) is not None
+    """Whether loop `d` appears in `expr`, walked structurally."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position == d
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _uses_dim(expr.lhs, d) or _uses_dim(expr.rhs, d)
+    return False
 
 
 def _group_ops(g: Group, ordered: bool = True) -> list[ir.Operation]:
@@ -363,7 +367,7 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
     for i, (g, s) in enumerate(out):
         g.index = i
         for j, op in enumerate([g.target] + g.fused()):
-            op.attributes["portable.op"] = ir.StringAttr.get(f"g{i}_{j}")
+            op.attributes[TAG] = ir.StringAttr.get(f"g{i}_{j}")
         new_groups.append(g)
         if s is not None:
             splits[i] = s

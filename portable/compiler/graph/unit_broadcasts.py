@@ -12,6 +12,8 @@ bias, constants) keep their form, which the graph rewrites match.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...ir.linalg_info import indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import ir, tensor
 from ...ir.util import find_ops, keep_groups, reassociation_attr
@@ -36,30 +38,33 @@ def _reduced(value: ir.Value, depth: int = 8) -> bool:
 def drop_unit_broadcasts(func_op: ir.Operation) -> int:
     """Rewrite every linalg.generic input that is a reduction's result read through a constant-0 index on a size-1
     dim; returns how many."""
+    return sum(drop_unit_indices(op, _reduced) for op in find_ops(func_op, ("linalg.generic",)))
+
+
+def drop_unit_indices(op: ir.Operation, which: Callable[[ir.Value], bool] = lambda v: True) -> int:
+    """Rewrite the inputs of `op` (a linalg.generic) that `which` selects and that are read through a constant-0
+    index on a size-1 dim as lower-rank operands; returns how many."""
     changed = 0
-    for op in find_ops(func_op, ("linalg.generic",)):
-        maps = indexing_maps(op)
-        new_maps, touched = list(maps), False
-        for i in range(num_inputs(op)):
-            value = op.operands[i]
-            t = value.type
-            if not isinstance(t, ir.RankedTensorType) or not _reduced(value):
-                continue
-            results = list(maps[i].results)
-            if not t.has_static_shape or len(results) != t.rank:
-                continue
-            keep = [not _unit_constant(e, t.shape[d]) for d, e in enumerate(results)]
-            if all(keep):
-                continue
-            shape = [t.shape[d] for d in range(t.rank) if keep[d]]
-            with ir.InsertionPoint(op), op.location:
-                collapsed = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), value,
-                                                   reassociation_attr(keep_groups(keep))).result
-            op.operands[i] = collapsed
-            new_maps[i] = ir.AffineMap.get(maps[i].n_dims, maps[i].n_symbols,
-                                           [e for e, k in zip(results, keep) if k])
-            changed += 1
-            touched = True
-        if touched:
-            op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+    maps = indexing_maps(op)
+    new_maps = list(maps)
+    for i in range(num_inputs(op)):
+        value = op.operands[i]
+        t = value.type
+        if not isinstance(t, ir.RankedTensorType) or not which(value):
+            continue
+        results = list(maps[i].results)
+        if not t.has_static_shape or len(results) != t.rank:
+            continue
+        keep = [not _unit_constant(e, t.shape[d]) for d, e in enumerate(results)]
+        if all(keep):
+            continue
+        shape = [t.shape[d] for d in range(t.rank) if keep[d]]
+        with ir.InsertionPoint(op), op.location:
+            collapsed = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), value,
+                                               reassociation_attr(keep_groups(keep))).result
+        op.operands[i] = collapsed
+        new_maps[i] = ir.AffineMap.get(maps[i].n_dims, maps[i].n_symbols, [e for e, k in zip(results, keep) if k])
+        changed += 1
+    if changed:
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
     return changed

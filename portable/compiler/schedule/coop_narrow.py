@@ -18,6 +18,7 @@ from __future__ import annotations
 from ...errors import CompileError
 from ...ir.mlir import ir
 from ...ir.util import find_ops
+from .coop_matrix import MMA
 
 
 def narrow_fragments(module: ir.Module) -> int:
@@ -35,6 +36,11 @@ def narrow_fragments(module: ir.Module) -> int:
 
 def _private(op: ir.Operation) -> bool:
     return ir.MemRefType(op.results[0].type).memory_space is None
+
+
+def _fragment(element: str) -> ir.Type:
+    """The accumulator fragment type of the one cooperative-matrix shape (coop_matrix.MMA) with this element type."""
+    return ir.Type.parse(f'!gpu.mma_matrix<{MMA}x{MMA}x{element}, "COp">')
 
 
 def _product_tile(op: ir.Operation) -> bool:
@@ -76,10 +82,13 @@ def _narrow(fn: ir.Operation, alloc: ir.Operation) -> None:
         pad = ir.Operation.create("arith.constant", results=[f16],
                                   attributes={"value": ir.FloatAttr.get(f16, 0.0)}).result
     lead = ir.IntegerAttr.get(index, ir.MemRefType(out.type).shape[1])
+    acc_type, half = (_fragment(t) for t in ("f32", "f16"))
     for st in stores:
         acc = st.operands[0]
+        if acc.type != acc_type:
+            raise CompileError(f"a cooperative-matrix product fragment of type {acc.type}; this pass narrows "
+                               f"{acc_type} only", stage="coop-narrow")
         with ir.InsertionPoint(st), st.location:
-            half = ir.Type.parse(str(acc.type).replace("xf32,", "xf16,"))
             h = ir.Operation.create("gpu.subgroup_mma_elementwise", results=[half], operands=[acc], attributes={
                 "opType": ir.Attribute.parse("#gpu<mma_element_wise truncf>")}).result
             idx = _shifted(list(st.operands)[2:], offsets)

@@ -38,12 +38,14 @@ def _copy_threads(rows: int, cols: int, threads: int) -> tuple[int, int]:
         cy -= 1
     return cy, cx
 
-def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads, lead: int = 0) -> None:
+def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads, lead: int = 0,
+                        operand_leads: tuple[int, int] | None = None) -> None:
     """Transform lines staging the two operand tiles of group k's K step (handles %pk{k}, %pkl{k}) in workgroup
     memory: a pad that only makes each operand its own tile, bufferized to workgroup buffers filled by
     linalg.copy; each copy spread over the threads (`copy_threads(rows, cols)` -> (cy, cx)), one row at a time so
     every access is a 1-d vector, straight-line where a thread copies several rows (so prefetch can move them).
-    `lead`: unit leading dims of the tiles (a batch matmul's batch index)."""
+    `lead`: the loops before the matmul's own (a batch matmul's batch index); `operand_leads`: the unit leading dims
+    of each operand's tile (an operand broadcast over the batch has none; default `lead` for both)."""
     any_op = "!transform.any_op"
     dims = ", ".join(str(d) for d in range(3 + lead))
     emit(f"    %pp{k}, %ppad{k}, %pcb{k} = transform.structured.pad %pk{k} {{padding_values = [{padding_values}], "
@@ -57,7 +59,7 @@ def emit_operand_copies(emit, k: int, padding_values: str, tiles, copy_threads, 
     emit(f"    %pc{k}_0, %pc{k}_1 = transform.split_handle %pcs{k} : ({any_op}) -> ({any_op}, {any_op})")
     for i, (rows, cols) in enumerate(tiles):
         cy, cx = copy_threads(rows, cols)
-        zeros = "0, " * lead
+        zeros = "0, " * (lead if operand_leads is None else operand_leads[i])
         emit(f"    %pct{k}_{i}, %pcf{k}_{i} = transform.structured.tile_using_forall %pc{k}_{i} "
              f"num_threads [{zeros}{cy}, {cx}] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) "
              f": ({any_op}) -> ({any_op}, {any_op})")
@@ -107,7 +109,9 @@ def emit(emit, g: Group, s: Strategy, nfused: int) -> None:
     emit(f'    transform.annotate %pkl{k} "{PROMOTED_K}" : {any_op}')
     # Operand tiles become workgroup buffers filled by linalg.copy (the pad adds nothing: the tiles divide).
     zeros = ", ".join(_zero(ir.ShapedType(v.type).element_type) for v in g.root.operands)
-    emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads), lead)
+    leads = tuple(ir.ShapedType(v.type).rank - 2 for v in g.root.operands[:2])
+    emit_operand_copies(emit, k, zeros, ((tm_, kt), (kt, tn_)), lambda r, c: _copy_threads(r, c, threads), lead,
+                        leads)
     # The matmul over one K step, per thread: its register tile, K by 4, rows unrolled (as in _threads).
     emit(f"    %tt{k}, %tf{k} = transform.structured.tile_using_forall %pp{k} num_threads [{par_threads}, 0] "
          f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({any_op}) -> ({any_op}, {any_op})")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...ir.linalg_info import classify
 from ...ir.mlir import gpu, ir
 from ...ir.util import pop_marked
@@ -46,7 +48,19 @@ def _block_grid(ranges, s: Strategy) -> list[int] | None:
     return block_grid.linear_grid(block_grid.tile_counts(ranges, s.tile))
 
 
-def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[int, ...]]) -> str:
+@dataclass(frozen=True)
+class Script:
+    """A transform script and, per line (1-based, as a diagnostic's location gives it), the index of the group that
+    line schedules (None: shared by every group)."""
+
+    text: str
+    owners: tuple[int | None, ...]
+
+    def owner(self, line: int) -> int | None:
+        return self.owners[line - 1] if 1 <= line <= len(self.owners) else None
+
+
+def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[int, ...]]) -> Script:
     """`ranges[i]`: loop trip counts of group i's tiled op (for grid sizes)."""
     g_ranges = {g.index: r for g, r in zip(groups, ranges)}
     any_op = "!transform.any_op"
@@ -54,7 +68,9 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         "module attributes {transform.with_named_sequence} {",
         f"  transform.named_sequence @__transform_main(%root: {any_op} {{transform.consumed}}) {{",
     ]
+    owners: list[int | None] = [None, None]
     deferred: list[str] = []
+    deferred_owners: list[int] = []
     for g, s in zip(groups, strategies):
         k = g.index
         group_lines: list[str] = []
@@ -99,8 +115,11 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
             _threads(emit, g, s, len(fused))
         head, tail = _split_at_growth(group_lines)
         lines.extend(head)
+        owners.extend([k] * len(head))
         deferred.extend(tail)
+        deferred_owners.extend([k] * len(tail))
     lines.extend(deferred)
+    owners.extend(deferred_owners)
     emit = lines.append
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
     # Writes of register tiles into slices fold into writes at offsets of the whole tile, so bufferization
@@ -144,6 +163,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                 emit(f"    }} : {any_op}")
     for g, s in zip(groups, strategies):
         k = g.index
+        owners.extend([None] * (len(lines) - len(owners)))
         wx, wy, wz = s.workgroup_size
         emit(f"    %f{k} = transform.structured.match attributes{{portable.wg{k}}} in %b : ({any_op}) -> {any_op}")
         dims = _block_grid(g_ranges[k], s)  # a linearized grid's size must be given
@@ -160,10 +180,12 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         if s.serial_rows > 1:
             emit(f"    %sr{k} = transform.param.constant {s.serial_rows} : i64 -> !transform.param<i64>")
             emit(f'    transform.annotate %m{k} "{serial_rows.ATTR}" = %sr{k} : {any_op}, !transform.param<i64>')
+        owners.extend([k] * (len(lines) - len(owners)))
     emit("    transform.yield")
     emit("  }")
     emit("}")
-    return "\n".join(lines)
+    owners.extend([None] * (len(lines) - len(owners)))
+    return Script("\n".join(lines), tuple(owners))
 
 
 def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
