@@ -75,9 +75,10 @@ def test_batch_of_matmuls_sharing_an_operand(device, make, profile):
     exe.close()
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory) -> str:
-    """A one-layer Hugging Face BERT (hidden 128, random weights from a seed) exported by torch.onnx as users do."""
+@pytest.fixture(scope="module", params=[1, BATCH], ids=lambda b: f"batch{b}")
+def tiny_bert(request, tmp_path_factory) -> tuple[str, int]:
+    """A one-layer Hugging Face BERT (hidden 128, random weights from a seed) exported by torch.onnx as users do, at
+    batch 1 and 2: (path, batch)."""
     torch = pytest.importorskip("torch", reason="exporting the model needs torch (models extra)")
     pytest.importorskip("transformers", reason="the model comes from transformers (models extra)")
     from portable.zoo.builders import _transformers
@@ -95,16 +96,17 @@ def tiny_bert(tmp_path_factory) -> str:
         def forward(self, ids, mask, types):
             return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
 
-    ids = torch.randint(0, 1000, (BATCH, 128))
+    batch = request.param
+    ids = torch.randint(0, 1000, (batch, 128))
     path = tmp_path_factory.mktemp("bert") / "bert.onnx"
     torch.onnx.export(Hidden(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(path), opset_version=17,
                       dynamo=False, input_names=["input_ids", "attention_mask", "token_type_ids"],
                       output_names=["last_hidden_state"])
-    return str(path)
+    return str(path), batch
 
 
-def _bert_inputs() -> list[np.ndarray]:
-    ids = np.random.default_rng(5).integers(0, 1000, (BATCH, 128)).astype(np.int64)
+def _bert_inputs(batch: int) -> list[np.ndarray]:
+    ids = np.random.default_rng(5).integers(0, 1000, (batch, 128)).astype(np.int64)
     return [ids, np.ones_like(ids), np.zeros_like(ids)]
 
 
@@ -118,8 +120,8 @@ def test_bert_ffn_epilogue_reads_the_norm_rows_without_a_fallback(tiny_bert):
     from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
     from portable.ir.mlir import ir
 
-    text = graph_text(tiny_bert, input_shapes={n: (BATCH, 128) for n in ("input_ids", "attention_mask",
-                                                                         "token_type_ids")})
+    path, batch = tiny_bert
+    text = graph_text(path, input_shapes={n: (batch, 128) for n in ("input_ids", "attention_mask", "token_type_ids")})
     options = profiles.codegen_options(profiles.all_profiles()["nvidia"])
     with ir.Context(), ir.Location.unknown():
         c = Compilation(ir.Module.parse(text), options, ("vulkan",), Dumper("0" * 16))
@@ -135,15 +137,16 @@ def test_tiny_bert_runs_like_onnxruntime(device, tiny_bert, profile):
     from portable.compiler.pipeline import compile_module
     from portable.devices import open_device
 
-    inputs = _bert_inputs()
+    path, batch = tiny_bert
+    inputs = _bert_inputs(batch)
     names = ("input_ids", "attention_mask", "token_type_ids")
-    want = ort.InferenceSession(tiny_bert).run(None, dict(zip(names, inputs)))[0]
+    want = ort.InferenceSession(path).run(None, dict(zip(names, inputs)))[0]
     if profile:
         live = open_device(device)
-        text = graph_text(tiny_bert, input_shapes={n: (BATCH, 128) for n in names})
+        text = graph_text(path, input_shapes={n: (batch, 128) for n in names})
         exe = CompiledGraph(compile_module(text, foreign_profile(profile, live), (live.info.api,)), live)
     else:
-        exe = portable.compile(tiny_bert, device=device)
+        exe = portable.compile(path, device=device)
     y, = exe(*inputs)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
     exe.close()
@@ -163,7 +166,33 @@ def test_projection_into_heads_runs_like_numpy(device, profile):
     opts = foreign_profile(profile, live) if profile else live.options
     exe = CompiledGraph(compile_module(HEADS_PROJECTION, opts, (live.info.api,)), live)
     rng = np.random.default_rng(0)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 32), (32, 4, 8), (4, 8)))
-    y, = exe(x, w, b)
-    np.testing.assert_allclose(y, np.einsum("bsk,khd->bshd", x, w) + b, rtol=1e-4, atol=1e-4)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 32), (32, 4, 8)))
+    y, = exe(x, w)
+    np.testing.assert_allclose(y, np.einsum("bsk,khd->bshd", x, w) + 0.25, rtol=1e-4, atol=1e-4)
+    exe.close()
+
+
+@pytest.mark.parametrize("shared_bias", [False, True], ids=["scaled", "shared-bias"])
+@pytest.mark.parametrize("profile", ["", "nvidia"])
+def test_attention_scores_in_the_projections_layout_run_like_numpy(device, profile, shared_bias):
+    """Q.K^T over (b, h) read from (b, s, h, d) tensors with a scale on each side, and a bias both add (equal biases
+    become one constant): graph/contraction_layout.py copies both sides into batch-matmul order, that side's
+    elementwise work applied there."""
+    from test_pipeline_stages import ATTENTION_SCORES, SHARED_BIAS_SCORES
+
+    from portable.api import CompiledGraph
+    from portable.compiler.pipeline import compile_module
+    from portable.devices import open_device
+
+    live = open_device(device)
+    opts = foreign_profile(profile, live) if profile else live.options
+    exe = CompiledGraph(compile_module(SHARED_BIAS_SCORES if shared_bias else ATTENTION_SCORES, opts,
+                                       (live.info.api,)), live)
+    rng = np.random.default_rng(1)
+    q, k = (rng.standard_normal((2, 32, 2, 16)).astype(np.float32) for _ in range(2))
+    bias = rng.standard_normal((2, 16)).astype(np.float32)
+    y, = exe(q, k, bias) if shared_bias else exe(q, k)
+    if shared_bias:
+        q, k = q + bias, k + bias
+    np.testing.assert_allclose(y, np.einsum("bihd,bjhd->bhij", q * 0.5, k * 0.5), rtol=1e-4, atol=1e-4)
     exe.close()

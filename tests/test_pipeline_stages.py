@@ -7,7 +7,7 @@ import pytest
 
 from portable import profiles
 from portable.compiler import pipeline
-from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages, stage
 from portable.ir.mlir import ir
 from portable.ir.util import find_ops
 
@@ -337,8 +337,9 @@ def test_a_failing_group_alone_falls_back_to_its_plain_strategy(monkeypatch):
 
 
 HEADS_PROJECTION = """
-func.func @main(%x: tensor<2x16x32xf32>, %w: tensor<32x4x8xf32>, %b: tensor<4x8xf32>) -> tensor<2x16x4x8xf32> {
+func.func @main(%x: tensor<2x16x32xf32>, %w: tensor<32x4x8xf32>) -> tensor<2x16x4x8xf32> {
   %z = arith.constant 0.0 : f32
+  %b = arith.constant dense<0.25> : tensor<4x8xf32>
   %e = tensor.empty() : tensor<2x16x4x8xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32>
   %m = linalg.generic {indexing_maps = [affine_map<(b, s, h, d, k) -> (b, s, k)>,
@@ -366,8 +367,9 @@ func.func @main(%x: tensor<2x16x32xf32>, %w: tensor<32x4x8xf32>, %b: tensor<4x8x
 
 def test_collapse_loops_gives_a_projection_into_heads_its_matmul_back():
     """graph/collapse_dims.py: the (b, s, h, d, k) matmul that folded reshapes leave becomes (b*s, h*d, k) over
-    collapse_shape views, its fill collapsed with it and its bias epilogue collapsed alike (so it reads the matmul's
-    result itself and fuses into its kernel); a batched 1x1 convolution (no two loops joinable) is left alone."""
+    collapse_shape views, its fill collapsed with it and its constant-bias epilogue collapsed alike (so it reads the
+    matmul's result itself and fuses into its kernel); a batched 1x1 convolution (no two loops joinable) is left
+    alone."""
     from portable.ir.linalg_info import classify, iterator_types
 
     _, c, changed = _at(HEADS_PROJECTION, "collapse-loops", _options("nvidia"))
@@ -380,3 +382,57 @@ def test_collapse_loops_gives_a_projection_into_heads_its_matmul_back():
     _, c, changed = _at(_batch_matmul(weight_first=True), "collapse-loops", _options("nvidia"))
     assert changed is False
 
+
+
+ATTENTION_SCORES = """
+func.func @main(%q: tensor<2x32x2x16xf32>, %k: tensor<2x32x2x16xf32>) -> tensor<2x2x32x32xf32> {
+  %z = arith.constant 0.0 : f32
+  %c = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<2x2x32x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, i, h, d)>,
+                                        affine_map<(b, h, i, j, d) -> (b, j, h, d)>,
+                                        affine_map<(b, h, i, j, d) -> (b, h, i, j)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : tensor<2x32x2x16xf32>, tensor<2x32x2x16xf32>) outs(%f : tensor<2x2x32x32xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %x = arith.mulf %a, %c : f32
+      %y = arith.mulf %b, %c : f32
+      %p = arith.mulf %x, %y : f32
+      %r = arith.addf %o, %p : f32
+      linalg.yield %r : f32
+  } -> tensor<2x2x32x32xf32>
+  return %s : tensor<2x2x32x32xf32>
+}
+"""
+
+
+SHARED_BIAS_SCORES = ATTENTION_SCORES.replace(
+    "%k: tensor<2x32x2x16xf32>)", "%k: tensor<2x32x2x16xf32>, %bias: tensor<2x16xf32>)").replace(
+    "affine_map<(b, h, i, j, d) -> (b, i, h, d)>,", "affine_map<(b, h, i, j, d) -> (h, d)>, "
+    "affine_map<(b, h, i, j, d) -> (b, i, h, d)>,").replace(
+    "ins(%q, %k : tensor<2x32x2x16xf32>, tensor<2x32x2x16xf32>)",
+    "ins(%bias, %q, %k : tensor<2x16xf32>, tensor<2x32x2x16xf32>, tensor<2x32x2x16xf32>)").replace(
+    "^bb0(%a: f32, %b: f32, %o: f32):\n      %x = arith.mulf %a, %c : f32\n      %y = arith.mulf %b, %c : f32",
+    "^bb0(%t: f32, %a: f32, %b: f32, %o: f32):\n      %a1 = arith.addf %a, %t : f32\n"
+    "      %b1 = arith.addf %b, %t : f32\n      %x = arith.mulf %a1, %c : f32\n      %y = arith.mulf %b1, %c : f32")
+
+
+def test_contraction_layout_gives_attention_scores_batch_matmul_operands():
+    """graph/contraction_layout.py: Q.K^T read in the projections' (b, s, h, d) layout, with each side's scale in the
+    body, becomes a pure product over operands copied once (the scale applied there) in (b, h, i, d) and (b, h, d, j)
+    order; collapse_dims.py then makes it a batch matmul over b*h."""
+    from portable.ir.linalg_info import classify, iterator_types
+
+    for text in (ATTENTION_SCORES, SHARED_BIAS_SCORES):  # a bias both sides add goes into both copies
+        _, c, changed = _at(text, "contraction-layout", _options("nvidia"))
+        assert changed
+        generics = find_ops(c.module.operation, ("linalg.generic",))
+        copies = [g for g in generics if "reduction" not in iterator_types(g) and classify(g).kind != "fill"]
+        assert sorted(tuple(g.results[0].type.shape) for g in copies) == [(2, 2, 16, 32), (2, 2, 32, 16)]
+        assert all(any(o.name == "arith.mulf" for o in g.regions[0].blocks[0].operations) for g in copies)
+        c.stage = "collapse-loops"
+        stage("collapse-loops").run(c)
+        c.passes(pipeline.CLEAN)
+        matmuls = [g for g in find_ops(c.module.operation, ("linalg.generic",)) if classify(g).kind == "matmul"]
+        assert [classify(m).ranges for m in matmuls] == [(4, 32, 32, 16)]

@@ -34,6 +34,7 @@ from .dispatch import split
 from .graph import (
     arg_reductions,
     collapse_dims,
+    contraction_layout,
     conv_gemm,
     named_ops,
     narrow_i64,
@@ -478,7 +479,9 @@ STAGES: list[Stage] = [
     Stage("unfuse-reductions", _passes_if(CLEAN, lambda c: unfuse.unfuse_reductions(c.func))),
     Stage("conv-gemm", _conv_gemm),
     Stage("rewrites", _rewrites),
-    # Matmul loops that folded reshapes split (a projection into heads) joined again: plain matmuls.
+    # Contractions read in another layout (attention) get batch-matmul operands; matmul loops that folded reshapes
+    # split (a projection into heads) are joined again: plain matmuls.
+    Stage("contraction-layout", _passes_if(CLEAN, lambda c: contraction_layout.canonical_contractions(c.func))),
     Stage("collapse-loops", _passes_if(CLEAN, lambda c: collapse_dims.collapse_matmul_loops(c.func))),
     Stage("windows", _passes_if(CLEAN, lambda c: windows.unroll_small_windows(c.func, c.options.window_taps or 0))),
     Stage("split-k", _passes_if(GENERALIZE, lambda c: split_k.split_matmuls(c.func, c.options))),  # fills: named ops

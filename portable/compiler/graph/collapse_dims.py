@@ -14,8 +14,8 @@ from __future__ import annotations
 from ...ir.linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import ir, tensor
 from ...ir.util import find_ops, reassociation_attr
+from .contraction_layout import is_product
 from .generics import rebuild_generic
-from .unit_broadcasts import drop_unit_indices
 
 
 def _positions(amap: ir.AffineMap) -> dict[int, int] | None:
@@ -132,15 +132,30 @@ def _collapse(op: ir.Operation, groups: list[list[int]]) -> None:
         _collapse_consumers(back, reassoc)
 
 
+def _constant(v: ir.Value) -> bool:
+    """A constant, or a reshape of one."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        v = v.owner.operation.operands[0]
+    return isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant"
+
+
 def _collapse_consumers(value: ir.Value, reassoc: list[list[int]]) -> None:
     """Elementwise users of `value` (an expand_shape by `reassoc` of a collapsed op's result) are collapsed alike
     where they can be, so they read the collapsed result itself and stay that op's epilogue."""
     for use in list(value.uses):
         user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
         if user.name != "linalg.generic" or len(user.results) != 1 or classify(user).kind != "elementwise" or \
-                find_ops(user, ("linalg.index",)) or use.operand_number >= num_inputs(user):
+                find_ops(user, ("linalg.index",)):
             continue
-        drop_unit_indices(user)  # reads at a constant index of a unit dim become lower-rank operands
+        nin = num_inputs(user)
+        others = [v for i, v in enumerate(list(user.operands)[:nin]) if v != value]
+        if user.operands[nin] != value and not all(_constant(v) for v in others):
+            # Only an epilogue that updates the product in place, or reads nothing else but constants (a bias, an
+            # activation): one that writes a new tensor from another computed one (a residual read by a
+            # LayerNorm's row chain next) is left as it is.
+            continue
+        if any(_positions(m) is None for m in indexing_maps(user)):
+            continue  # it reads a row chain's rows at a constant index: left to dispatch (drop_unit_indices)
         m = indexing_maps(user)[use.operand_number]
         pos = _positions(m)
         if pos is None:
@@ -162,7 +177,8 @@ def collapse_matmul_loops(func_op: ir.Operation) -> int:
     returns how many matmuls changed."""
     todo = []
     for op in find_ops(func_op, ("linalg.generic",)):  # chosen before any rewrite erases an op of the list
-        if classify(op).kind != "matmul" or len(op.results) != 1 or find_ops(op, ("linalg.index",)):
+        if not (classify(op).kind == "matmul" or is_product(op)) or len(op.results) != 1 or \
+                find_ops(op, ("linalg.index",)):
             continue
         if not all(isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape for v in op.operands):
             continue
