@@ -12,6 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from portable.compiler import pipeline
+from portable.compiler.schedule import mapping
 from portable.errors import CompileError, UnsupportedOp
 from portable.frontend import onnx_decompose
 from portable.frontend.onnx_describe import node_detail
@@ -121,7 +122,7 @@ def test_compile_stage_failure_names_the_node():
         module = ir.Module.parse(text)
         with pytest.raises(CompileError, match=r"^stage 'tile-and-map' failed at node 'blk/exp_1': "):
             c = pipeline.Compilation(module, Options(), ("vulkan",), pipeline.Dumper("0" * 16), stage="tile-and-map")
-            pipeline._transform(c, script)
+            mapping.run_script(c, script)
 
 
 def test_locations_skip_files_and_importer_names():

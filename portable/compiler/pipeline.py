@@ -11,26 +11,20 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from .. import cache, config
 from ..codegen_opencl import nontemporal
 from ..codegen_spirv.lanes import lane_kernels
-from ..codegen_spirv.lanes.row_vectors import row_tiles_ok
-from ..codegen_spirv.lanes.split_vectors import plain_elementwise
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
-from ..ir import locations
-from ..ir.linalg_info import OpKind, classify
-from ..ir.mlir import ir, passmanager
+from ..ir.mlir import ir
 from ..ir.patterns import apply_patterns
 from ..ir.util import find_ops
 from ..profiles import Options
 from ..progress import Progress
 from . import plan
-from .dispatch import groups as dispatch
-from .dispatch import split
+from .compilation import Compilation, Dumper, public_func
 from .graph import (
     arg_reductions,
     collapse_dims,
@@ -53,11 +47,8 @@ from .schedule import (
     coop_matrix,
     coop_narrow,
     coop_staging,
-    grid_stride,
+    mapping,
     promotion,
-    serial_rows,
-    subgroup_reduce,
-    transform_script,
 )
 from .strategy import choice as strategy
 
@@ -68,75 +59,12 @@ FRONTEND_PATHS = "portable.onnx_paths"  # module attribute set by frontend/onnx_
 
 PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
 CLEAN = "builtin.module(canonicalize,cse)"
-MAX_GROUP_FALLBACKS = 4  # groups that may each fall back to their plain strategy before every group does
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops),canonicalize,cse)"
 OUTLINE = ("builtin.module(func.func(convert-linalg-to-loops),canonicalize,cse,gpu-launch-sink-index-computations,"
            "gpu-kernel-outlining)")
 LOWER_KERNELS = ("builtin.module(gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine),"
                  "canonicalize,cse)")
 LICM = "builtin.module(gpu.module(gpu.func(loop-invariant-code-motion)))"
-
-
-class Dumper:
-    """Writes numbered stage files under PORTABLE_DUMP/<graph hash>/ when dumping is on."""
-
-    def __init__(self, graph_hash: str):
-        root = config.dump_dir()
-        self.dir = root / graph_hash[:16] if root else None
-        self.n = 0
-        if self.dir:
-            self.dir.mkdir(parents=True, exist_ok=True)
-
-    def __call__(self, stage: str, text: object, suffix: str = ".mlir") -> Path | None:
-        """`text`: a string, or a module printed only when dumping is on (printing costs as much as the weights)."""
-        if not self.dir:
-            return None
-        self.n += 1
-        p = self.dir / f"{self.n:02d}-{stage}{suffix}"
-        p.write_text(text if isinstance(text, str) else str(text))
-        return p
-
-    def failure(self, stage: str, text: object) -> str | None:
-        p = self(f"FAILED-{stage}", text)
-        return str(p) if p else None
-
-
-@dataclass
-class Compilation:
-    """What the stages share: the module they rewrite in place, the options and targets they read, and what the
-    graph-level stages hand to the plan (the int64 / f16 arguments retyped, dispatch groups and strategies)."""
-
-    module: ir.Module
-    options: Options
-    targets: tuple[str, ...]
-    dump: Dumper
-    stage: str = ""
-    narrowed: tuple[list[int], list[int]] = ([], [])
-    widened: tuple[list[int], list[int]] = ([], [])
-    pristine: ir.Operation | None = None  # the module before dispatch formation, for the plain fallback
-    plain: bool = False  # strategies are the plain fallback's (no row chains, no vector registers)
-    plain_groups: frozenset[int] = frozenset()  # groups that alone take their plain strategy
-    forms: list = field(default_factory=list)  # per group, what its script's success depends on (_group_form)
-    groups: list = field(default_factory=list)
-    splits: list = field(default_factory=list)
-    strategies: list = field(default_factory=list)
-    builder: plan.PlanBuilder | None = None
-    kernels: list[Kernel] = field(default_factory=list)
-    index: dict = field(default_factory=dict)
-    progress: Progress = field(default_factory=lambda: Progress(enabled=False))
-
-    @property
-    def func(self) -> ir.Operation:
-        return public_func(self.module)
-
-    def passes(self, pipeline: str) -> None:
-        """Run an upstream pass pipeline on the module; a failure names the stage and dumps the module."""
-        try:
-            passmanager.PassManager.parse(pipeline).run(self.module.operation)
-        except ir.MLIRError as e:
-            path = self.dump.failure(self.stage, self.module)
-            raise CompileError(f"stage '{self.stage}' failed{locations.of_error(e)}: {e}", stage=self.stage,
-                               dump_path=path) from e
 
 
 @dataclass(frozen=True)
@@ -211,184 +139,6 @@ def _rewrites(c: Compilation) -> None:
     c.passes(GENERALIZE)
 
 
-def _dispatch(c: Compilation) -> None:
-    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`_tile_and_map`)."""
-    c.pristine = c.module.operation.clone()  # in memory: no printing and parsing of the weights
-    try:
-        _form(c, plain=False)
-    except CompileError:
-        c.module = c.pristine
-        _form(c, plain=True)
-
-
-def _tile_and_map(c: Compilation) -> None:
-    """The transform script that tiles, bufferizes and maps every group. A strategy the transform dialect cannot
-    carry out on this shape (e.g. a fused op folded away while a handle still tracks it) falls back to the plain
-    one, formed again from the module as it was before dispatch formation (a failed run leaves it half rewritten):
-    first for the group whose script line failed, the others keeping theirs; where no one group is to blame, or
-    the groups to blame keep failing, every group's (no row chains either)."""
-    if c.plain:
-        _map_all(c)
-        return
-    for _ in range(MAX_GROUP_FALLBACKS):
-        try:
-            _map(c)
-            return
-        except _GroupFailed as e:
-            if e.group is None or e.group in c.plain_groups:
-                break
-            c.dump(f"fallback-g{e.group}", str(e.error), ".txt")
-            # Groups of the same form (a layer repeated through the network) would fail the same way.
-            plain_groups = c.plain_groups | {k for k, f in enumerate(c.forms) if f == c.forms[e.group]}
-            c.module = c.pristine.clone()
-            _form(c, plain=False, plain_groups=plain_groups)
-            c.dump("dispatch", c.module)
-    c.module = c.pristine
-    _form(c, plain=True)
-    c.dump("dispatch", c.module)
-    _map_all(c)
-
-
-def _map_all(c: Compilation) -> None:
-    """_map where no fallback is left: its failure is the compile's."""
-    try:
-        _map(c)
-    except _GroupFailed as e:
-        raise e.error from e.error.__cause__
-
-
-def _group_form(g, s: strategy.Strategy) -> tuple:
-    """What decides whether a group's script runs: its ops, their maps and operand types, its strategy."""
-    return tuple((op.name, op.attributes["indexing_maps"] if "indexing_maps" in op.attributes else None,
-                  tuple(v.type for v in op.operands)) for op in [g.target] + g.fused()), s
-
-
-class _GroupFailed(Exception):
-    """The transform script failed; `group`: the index of the group whose line failed (None: a shared line)."""
-
-    def __init__(self, group: int | None, error: CompileError):
-        super().__init__(str(error))
-        self.group, self.error = group, error
-
-
-def _plain(s: strategy.Strategy) -> strategy.Strategy:
-    """A group's plain strategy: scalar per-thread tiles read from global memory."""
-    if s.coop:  # fragments loaded from global memory: fewer transforms to fail
-        return dataclasses.replace(s, promote_k=0, coop_buffers=1)
-    return dataclasses.replace(s, vectorize=False, root_k_tile=(), root_row_unroll=(0, 1), root_col_split=(0, 0, 1),
-                               promote_k=0)
-
-
-def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset()) -> None:
-    """Dispatch groups, splits and strategies (`plain`: no row chains, no vector registers: the fallback;
-    `plain_groups`: the groups, by index, that take their plain strategy)."""
-    c.plain, c.plain_groups = plain, frozenset(plain_groups)
-    o, targets = c.options, c.targets
-    if plain:
-        o = o.replace(row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
-    groups = dispatch.form_groups(c.func, o, narrowing=lambda g: coop_matrix.eligible(g, o, targets))
-    # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
-    groups, splits = split.split_groups(c.func, groups, o.max_bind_bytes or 0,
-                                        o.bind_offset_alignment or split.DEFAULT_OFFSET_ALIGNMENT)
-    for g in groups:
-        if g.kind.kind == "matmul" and not g.chain:
-            # A matmul's epilogue is vectorized row by row: an operand read at a constant index (a row chain's
-            # output read through a unit-dim reshape, row_chains.py) is read as a lower-rank operand instead.
-            for op in g.consumers:
-                unit_broadcasts.drop_unit_indices(op)
-    strategies = []
-    for g in groups:
-        t = classify(g.target)
-        if coop_matrix.eligible(g, o, targets):
-            wg, sg = coop_matrix.group_tiles(g, o)
-            # The fallback (plain) keeps fragments loaded from global memory: fewer transforms to fail.
-            staged = not plain and g.index not in c.plain_groups and coop_staging.applies(g)
-            kt, nbuf = coop_staging.stage_k(o, classify(g.root).ranges[2], (wg, sg)) if staged else (0, 1)
-            strategies.append(strategy.Strategy((*wg, 0), (0, 0, 0), coop=sg, promote_k=kt, coop_buffers=nbuf))
-            continue
-        kind = OpKind(g.kind.kind, t.ranges, t.iterators, t.gathers)
-        gp = o
-        if (o.elementwise_per_thread or 1) > 4 and o.wide_buffers and \
-                not plain_elementwise([g.target] + g.fused()):
-            gp = o.replace(elementwise_per_thread=4)  # tiles of 8 only where split_vectors.py can halve them
-        if "opencl" in targets and (o.matmul_k_tile or 0) > 16:
-            gp = gp.replace(matmul_k_tile=16)  # a K step's A row is one vector: OpenCL C has up to 16 lanes
-        if (o.elementwise_rows_per_thread or 1) > 1 and \
-                ("opencl" in targets or not row_tiles_ok([g.target] + g.fused())):
-            gp = gp.replace(elementwise_rows_per_thread=1)  # 2-d tiles unrolled for SPIR-V only (row_vectors.py)
-        s = strategy.choose(kind, gp, g.kind)
-        if s.promote_k and not promotion.applies(g):  # operands computed in the kernel: not staged
-            s = strategy.choose(kind, gp.replace(matmul_promote_tile=None, matmul_promote_tiles=()), g.kind)
-        if s.vectorize and kind.kind == "elementwise" and "vulkan" in targets and _rows_per_thread(s) > 1 and \
-                not row_tiles_ok([g.target] + g.fused()):
-            # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
-            # those 2-d tiles only where row_vectors.py unrolls them.
-            s = dataclasses.replace(s, vectorize=False)
-        strategies.append(_plain(s) if plain or g.index in c.plain_groups else s)
-    c.groups, c.splits, c.strategies = groups, splits, strategies
-    c.forms = [_group_form(g, s) for g, s in zip(groups, strategies)]
-
-
-def _map(c: Compilation) -> None:
-    script = transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups])
-    try:
-        _transform(c, script.text)
-    except CompileError as e:
-        raise _GroupFailed(_failing_group(e.__cause__, script, c.module), e) from e
-    transform_script.hoist_step_barriers(c.module)
-    subgroup_reduce.lower_combines(c.module)
-    serial_rows.run_rows_serially(c.module)
-    grid_stride.run_grid_stride(c.module)
-
-
-def _failing_group(err: object, script: transform_script.Script, module: ir.Module) -> int | None:
-    """The group to blame for an MLIRError of the transform script, from its first diagnostic: the group whose
-    script line it names (a transform op failed), or the one group whose ops carry the location it names (a payload
-    op failed, e.g. to vectorize); else None."""
-    for d in getattr(err, "error_diagnostics", None) or []:
-        loc = d.location
-        try:  # a diagnostic's location is untyped: its attribute gives the file-line-column form
-            line = ir.Location.from_attr(loc.attr, loc.context).start_line
-        except (AttributeError, TypeError, ValueError):  # not a file location
-            line = None
-        if line is not None and script.owner(line) is not None:
-            return script.owner(line)
-        found: set[int | None] = set()
-
-        def visit(op, loc=loc, found=found):
-            if op.location == loc:
-                found.add(dispatch.tagged_group(op))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-        found.discard(None)
-        return found.pop() if len(found) == 1 else None
-    return None
-
-
-def _rows_per_thread(s: strategy.Strategy) -> int:
-    """Product of a thread's tile over every loop but the innermost."""
-    n = 1
-    for t, th in zip(s.tile[:-1], s.threads[:-1]):
-        n *= t // th if th else max(t, 1)
-    return n
-
-
-def _transform(c: Compilation, script: str) -> None:
-    """Run a transform script on the module, then drop it (the script is dumped as `<stage>-script`)."""
-    c.dump(f"{c.stage}-script", script)
-    module = c.module
-    body = module.body
-    for op in ir.Module.parse(script).body.operations:
-        body.append(op.operation.clone())
-    module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-    c.passes("builtin.module(transform-interpreter,canonicalize,cse)")
-    for op in list(module.body.operations):
-        if op.operation.name == "transform.named_sequence":
-            op.operation.erase()
-    del module.operation.attributes["transform.with_named_sequence"]
-
-
 def _coop_staging(c: Compilation) -> bool:
     if not any(s.coop and s.promote_k for s in c.strategies):
         return False
@@ -421,7 +171,7 @@ def _unroll_steps(c: Compilation) -> bool:
     if not any(s.promote_k and not s.coop for s in c.strategies):
         return False
     promotion.hoist_accumulators(c.module)
-    _transform(c, promotion.unroll_script(c.module))
+    mapping.run_script(c, promotion.unroll_script(c.module))
     return True
 
 
@@ -490,8 +240,8 @@ STAGES: list[Stage] = [
     Stage("split-rows", _passes_if(GENERALIZE, lambda c: split_rows.split_rows(c.func, c.options))),
     Stage("reduction-inputs", _passes_if(CLEAN, lambda c: reduction_inputs.fuse_into_reductions(c.func, c.options))),
     # Dispatch formation, strategies, and the transform script that tiles, bufferizes and maps to the GPU.
-    Stage("dispatch", _dispatch),
-    Stage("tile-and-map", _tile_and_map),
+    Stage("dispatch", mapping.dispatch_stage),
+    Stage("tile-and-map", mapping.tile_and_map),
     # Kernels: outlined gpu.modules, lowered on memrefs.
     Stage("outline", lambda c: c.passes(OUTLINE)),
     Stage("coop-staging", _coop_staging),
@@ -528,15 +278,6 @@ def stage(name: str) -> Stage:
         if st.name == name:
             return st
     raise KeyError(f"no stage {name!r}; stages: {', '.join(st.name for st in STAGES)}")
-
-
-def public_func(module: ir.Module) -> ir.Operation:
-    funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
-    public = [f for f in funcs if "sym_visibility" not in f.attributes
-              or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
-    if len(public) != 1:
-        raise UnsupportedOp(f"the module must have exactly one public func.func, it has {len(public)}")
-    return public[0]
 
 
 def compile_module(text: str, options: Options | dict, targets: tuple[str, ...] = ("vulkan", "opencl"),
@@ -708,4 +449,5 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
     return kernels, index
 
 
-__all__ = ["compile_module", "COMPILE_COUNT", "PortableError", "STAGES", "Stage", "Compilation", "run_stages"]
+__all__ = ["compile_module", "COMPILE_COUNT", "PortableError", "STAGES", "Stage", "Compilation", "Dumper",
+           "public_func", "run_stages"]
