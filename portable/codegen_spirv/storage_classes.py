@@ -18,10 +18,11 @@ def take_barrier_fences(gm: ir.Operation) -> list[bool]:
     workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
     flags = []
     for op in find_ops(gm, ("gpu.barrier",)):
-        fences = list(ir.ArrayAttr(op.attributes["address_spaces"])) if "address_spaces" in op.attributes else []
-        flags.append(bool(fences) and all(f == workgroup for f in fences))
+        fences = []
         if "address_spaces" in op.attributes:
+            fences = list(ir.ArrayAttr(op.attributes["address_spaces"]))
             del op.attributes["address_spaces"]
+        flags.append(bool(fences) and all(f == workgroup for f in fences))
     return flags
 
 

@@ -68,13 +68,19 @@ def is_identity(amap: ir.AffineMap) -> bool:
     return amap.n_symbols == 0 and amap == ir.AffineMap.get_identity(amap.n_dims)
 
 
+def loop_dims(amap: ir.AffineMap) -> list[int] | None:
+    """The loop dim of each result of `amap` when every result is a plain loop dim; None otherwise (a constant
+    index, an expression)."""
+    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
+        return None
+    return [ir.AffineDimExpr(e).position for e in amap.results]
+
+
 def dims_in_order(amap: ir.AffineMap) -> list[int] | None:
     """The loop dims `amap` reads when its results are distinct loop dims in increasing order (an operand read
     along the loops, broadcast over the others); None otherwise (a transposed read, a constant index)."""
-    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
-        return None
-    dims = [ir.AffineDimExpr(e).position for e in amap.results]
-    return dims if dims == sorted(set(dims)) else None
+    dims = loop_dims(amap)
+    return dims if dims is not None and dims == sorted(set(dims)) else None
 
 
 @dataclass(frozen=True)

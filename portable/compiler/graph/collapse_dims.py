@@ -11,21 +11,17 @@ consecutive dim results in order, or none of them, so the collapsed operands are
 
 from __future__ import annotations
 
-from ...ir.linalg_info import classify, indexing_maps, iterator_types, num_inputs
+from ...ir.linalg_info import classify, indexing_maps, iterator_types, loop_dims, num_inputs, static_shape
 from ...ir.mlir import ir, tensor
-from ...ir.util import find_ops, reassociation_attr
+from ...ir.util import as_operation, find_ops, reassociation_attr
 from .contraction_layout import is_product
 from .generics import rebuild_generic
 
 
 def _positions(amap: ir.AffineMap) -> dict[int, int] | None:
     """loop -> result position, for a map whose results are all loop dims (None otherwise)."""
-    pos = {}
-    for p, e in enumerate(amap.results):
-        if not isinstance(e, ir.AffineDimExpr):
-            return None
-        pos[e.position] = p
-    return pos
+    dims = loop_dims(amap)
+    return None if dims is None else {d: p for p, d in enumerate(dims)}
 
 
 def _joinable(op: ir.Operation, groups: list[list[int]]) -> bool:
@@ -143,7 +139,7 @@ def _collapse_consumers(value: ir.Value, reassoc: list[list[int]]) -> None:
     """Elementwise users of `value` (an expand_shape by `reassoc` of a collapsed op's result) are collapsed alike
     where they can be, so they read the collapsed result itself and stay that op's epilogue."""
     for use in list(value.uses):
-        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        user = as_operation(use.owner)
         if user.name != "linalg.generic" or len(user.results) != 1 or classify(user).kind != "elementwise" or \
                 find_ops(user, ("linalg.index",)):
             continue
@@ -180,7 +176,7 @@ def collapse_matmul_loops(func_op: ir.Operation) -> int:
         if not (classify(op).kind == "matmul" or is_product(op)) or len(op.results) != 1 or \
                 find_ops(op, ("linalg.index",)):
             continue
-        if not all(isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape for v in op.operands):
+        if any(static_shape(v) is None for v in op.operands):
             continue
         groups = loop_groups(op)
         if groups is not None:

@@ -16,8 +16,11 @@ small for the copies to pay (m or n under MIN_EXTENT). Matmuls the strategies al
 
 from __future__ import annotations
 
-from ...ir.linalg_info import classify, indexing_maps, iterator_types, num_inputs
+import math
+
+from ...ir.linalg_info import classify, indexing_maps, iterator_types, loop_dims, loop_ranges, num_inputs
 from ...ir.mlir import arith, ir, linalg, tensor
+from ...ir.util import clone_mapped, find_ops
 
 MIN_EXTENT = 16  # m and n below this: a matrix-vector product, which its own strategies serve
 
@@ -75,12 +78,6 @@ def _cone(value: ir.Value, body: ir.Block) -> tuple[list[ir.Operation], set[int]
     return ops, args
 
 
-def _dims(amap: ir.AffineMap) -> list[int] | None:
-    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
-        return None
-    return [e.position for e in amap.results]
-
-
 def _plan(op: ir.Operation):
     """The contraction's two sides and loop roles, or None when it is no product of two sides of that form:
     (x, its ops, its inputs, y, its ops, its inputs, batch, m, n, k) with batch, m and n in the output's order and
@@ -97,7 +94,7 @@ def _plan(op: ir.Operation):
     if not xin or not yin or any(any(o == p for p in yops) for o in xops):
         return None  # (an input both sides read, equal biases made one constant, goes to both)
     maps = indexing_maps(op)
-    dims = [_dims(m) for m in maps]
+    dims = [loop_dims(m) for m in maps]
     if any(d is None or len(set(d)) != len(d) for d in dims):
         return None
     a = {d for i in xin for d in dims[i]}
@@ -118,26 +115,18 @@ def _plan(op: ir.Operation):
     return f[0], xops, sorted(xin), f[1], yops, sorted(yin), batch, m, n, k
 
 
-def _extent(op: ir.Operation, loops: list[int]) -> int:
-    ranges = classify(op).ranges
-    size = 1
-    for d in loops:
-        size *= ranges[d]
-    return size
-
-
-def _side(op: ir.Operation, value: ir.Value, ops: list[ir.Operation], inputs: list[int], order: list[int]) -> ir.Value:
+def _side(op: ir.Operation, ranges: list[int], value: ir.Value, ops: list[ir.Operation], inputs: list[int],
+          order: list[int]) -> ir.Value:
     """The factor `value` of every element, computed once by a generic of its own over loops `order` (its ops
     cloned, its inputs read through their maps): a copy in the new layout, or the input itself where the factor is
     an input already in that layout."""
     body = op.regions[0].blocks[0]
     maps = indexing_maps(op)
-    if not ops and len(inputs) == 1 and _dims(maps[inputs[0]]) == order:
+    if not ops and len(inputs) == 1 and loop_dims(maps[inputs[0]]) == order:
         return op.operands[inputs[0]]
-    ranges = classify(op).ranges
     n = len(order)
     pos = {d: i for i, d in enumerate(order)}
-    in_maps = [ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(pos[d]) for d in _dims(maps[i])]) for i in inputs]
+    in_maps = [ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(pos[d]) for d in loop_dims(maps[i])]) for i in inputs]
     t = value.type
     with ir.InsertionPoint(op), op.location:
         empty = tensor.EmptyOp([ranges[d] for d in order], t).result
@@ -150,31 +139,24 @@ def _side(op: ir.Operation, value: ir.Value, ops: list[ir.Operation], inputs: li
     mapping = {body.arguments[i]: block.arguments[j] for j, i in enumerate(inputs)}
     with ir.InsertionPoint(block):
         for o in ops:
-            c = o.clone()
-            for old, new in mapping.items():
-                c.operation.replace_uses_of_with(old, new)
-            for r_old, r_new in zip(o.results, c.results):
-                mapping[r_old] = r_new
+            clone_mapped(o, mapping)
         linalg.YieldOp([mapping.get(value, value)])
     return gen.results[0]
 
 
 def canonical_contractions(func_op: ir.Operation) -> int:
     """Rebuild every contraction of another layout over batch-matmul operands; returns how many."""
-    from ...ir.util import find_ops
-
     todo = []
     for op in find_ops(func_op, ("linalg.generic",)):
-        if classify(op).kind == "matmul" or not all(
-                isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape for v in op.operands):
+        ranges = loop_ranges(op) if classify(op).kind != "matmul" else None  # None also where a shape is dynamic
+        plan = _plan(op) if ranges is not None else None
+        if plan is None or min(math.prod(ranges[d] for d in plan[7]), math.prod(ranges[d] for d in plan[8])) \
+                < MIN_EXTENT:
             continue
-        plan = _plan(op)
-        if plan is None or min(_extent(op, plan[7]), _extent(op, plan[8])) < MIN_EXTENT:
-            continue
-        todo.append((op, plan))
-    for op, (x, xops, xin, y, yops, yin, batch, m, n, k) in todo:
-        a = _side(op, x, xops, xin, batch + m + k)
-        b = _side(op, y, yops, yin, batch + k + n)
+        todo.append((op, ranges, plan))
+    for op, ranges, (x, xops, xin, y, yops, yin, batch, m, n, k) in todo:
+        a = _side(op, ranges, x, xops, xin, batch + m + k)
+        b = _side(op, ranges, y, yops, yin, batch + k + n)
         loops = batch + m + n + k
         new_dim = {d: ir.AffineDimExpr.get(i) for i, d in enumerate(loops)}
         new_maps = [ir.AffineMap.get(len(loops), 0, [new_dim[d] for d in order])

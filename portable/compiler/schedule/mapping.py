@@ -155,25 +155,26 @@ def _failing_group(err: object, script: transform_script.Script, module: ir.Modu
     """The group to blame for an MLIRError of the transform script, from its first diagnostic: the group whose
     script line it names (a transform op failed), or the one group whose ops carry the location it names (a payload
     op failed, e.g. to vectorize); else None."""
-    for d in getattr(err, "error_diagnostics", None) or []:
-        loc = d.location
-        try:  # a diagnostic's location is untyped: its attribute gives the file-line-column form
-            line = ir.Location.from_attr(loc.attr, loc.context).start_line
-        except (AttributeError, TypeError, ValueError):  # not a file location
-            line = None
-        if line is not None and script.owner(line) is not None:
-            return script.owner(line)
-        found: set[int | None] = set()
+    diagnostics = getattr(err, "error_diagnostics", None) or []
+    if not diagnostics:
+        return None
+    loc = diagnostics[0].location
+    try:  # a diagnostic's location is untyped: its attribute gives the file-line-column form
+        line = ir.Location.from_attr(loc.attr, loc.context).start_line
+    except (AttributeError, TypeError, ValueError):  # not a file location
+        line = None
+    if line is not None and script.owner(line) is not None:
+        return script.owner(line)
+    found: set[int | None] = set()
 
-        def visit(op, loc=loc, found=found):
-            if op.location == loc:
-                found.add(dispatch.tagged_group(op))
-            return ir.WalkResult.ADVANCE
+    def visit(op):
+        if op.location == loc:
+            found.add(dispatch.tagged_group(op))
+        return ir.WalkResult.ADVANCE
 
-        module.operation.walk(visit)
-        found.discard(None)
-        return found.pop() if len(found) == 1 else None
-    return None
+    module.operation.walk(visit)
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
 
 
 def _rows_per_thread(s: strategy.Strategy) -> int:
