@@ -43,7 +43,7 @@ def _model_path(name: str) -> Path:
 
 
 def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0) -> int:
-    """Kernels the model should compile to at most: one per Conv, MaxPool, pooling/mean reduction and Gemm,
+    """Dispatches the model should run at most: one per Conv, MaxPool, pooling/mean reduction and Gemm,
     plus one per Conv that reads its input through a gather (the im2col patch matrix of any Conv but a 1x1
     stride-1 unpadded one; the pad of a direct or depthwise Conv) and one per padded MaxPool. BatchNormalization,
     Relu, Clip (ReLU6), residual Add, Flatten and the conv and Gemm biases are fused into those kernels: an
@@ -116,6 +116,7 @@ def test_model_matches_onnxruntime(device, case, record_property):
     try:
         (out,) = exe(x)
         n_kernels, n_dispatches = len(exe.executable.kernels), len(exe.executable.dispatches)
+        used = {d.kernel for d in exe.executable.dispatches}
     finally:
         exe.close()
     assert out.shape == ref.shape and out.dtype == np.float32
@@ -124,6 +125,6 @@ def test_model_matches_onnxruntime(device, case, record_property):
     bound = kernel_bound(onnx.load(str(path)), profiles.all_profiles()[profile].codegen.conv_pixel_multiple or 0)
     record_property("kernels", n_kernels)
     record_property("dispatches", n_dispatches)
-    print(f"{name} on {device}: {n_kernels} kernels, {n_dispatches} dispatches (bound {bound})")
-    assert n_kernels <= bound, f"{name} compiled to {n_kernels} kernels, more than {bound}: a fusion regression?"
-    assert n_dispatches == n_kernels  # one dispatch per kernel: nothing runs twice
+    print(f"{name} on {device}: {n_kernels} distinct kernels, {n_dispatches} dispatches (bound {bound})")
+    assert n_dispatches <= bound, f"{name} runs {n_dispatches} dispatches, more than {bound}: a fusion regression?"
+    assert used == set(range(n_kernels))  # repeated layers share a kernel; every kernel runs

@@ -397,6 +397,9 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
 
     kernels: list[Kernel] = []
     index: dict[tuple[str, str], int] = {}
+    # Repeated layers outline to kernels that differ only in their module's name: each distinct body is
+    # generated (and later built by the driver) once.
+    seen: dict[str, int] = {}
     gpu_modules = [gm for gm in module.body.operations if gm.operation.name == "gpu.module"]
     for k, gm in enumerate(gpu_modules):
         if progress is not None:
@@ -404,6 +407,10 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
         gname = ir.StringAttr(gm.attributes["sym_name"]).value
         fn = next(op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func")
         fname = ir.StringAttr(fn.attributes["sym_name"]).value
+        body = fn.operation.get_asm(assume_verified=True)  # verified by the stages; verifying again costs more
+        if body in seen:
+            index[(gname, fname)] = seen[body]
+            continue
         wg = tuple(int(x) for x in ir.DenseI32ArrayAttr(fn.attributes["known_block_size"]))
         nargs = len(fn.regions[0].blocks[0].arguments)
         access = plan.kernel_access(fn.operation)
@@ -423,7 +430,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             if coop_staging.wide_copies(vk) or lanes:
                 dump(f"{gname}-lanes", _gpu_module(vk))
             # The boundary: the SPIR-V serializer takes the kernel as text (its own context; codegen_spirv).
-            spirv, texels = spirv_from_gpu_module(str(_gpu_module(vk)), wg, o,
+            spirv, texels = spirv_from_gpu_module(_gpu_module(vk).get_asm(assume_verified=True), wg, o,
                                                   dump=lambda s, t, g=gname: dump(f"{g}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
@@ -443,7 +450,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             ocl = emit_opencl(gmod, fp16=bool(o.fp16), asm=o.opencl_asm)
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
-        index[(gname, fname)] = len(kernels)
+        index[(gname, fname)] = seen[body] = len(kernels)
         kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
                               access=access, texel_buffers=texels, subgroup_size=width if spirv else 0))
     return kernels, index
