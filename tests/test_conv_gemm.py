@@ -205,6 +205,28 @@ def test_depthwise_stays_direct(device):
     assert count == 2  # the pad and the direct convolution with its epilogue
 
 
+@pytest.mark.parametrize("k,hw", [(5, 28), (3, 12)])
+def test_nchw_depthwise_register_taps(device, k, hw):
+    """An NCHW depthwise convolution at unit stride reads its input along the output's columns (shifted by the
+    column tap): on OpenCL, with the profile's conv_vector_taps, its thread tiles are vectors of columns carried in
+    registers across the taps, and the answer is the direct one."""
+    from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.ir.mlir import ir
+
+    model, feeds, ref = conv_model(1, 24, hw, hw, 24, k, pad=k // 2, group=24)
+    live = open_device(device)
+    if live.info.api != "opencl":
+        pytest.skip("conv_vector_taps is carried out in OpenCL C only (a Vulkan compile turns it off)")
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True)
+    with ir.Context(), ir.Location.unknown():
+        c = Compilation(ir.Module.parse(onnx_to_mlir(model)), profiles.Options.of(opts), ("opencl",),
+                        Dumper("0" * 16))
+        run_stages(c, STAGES[:[st.name for st in STAGES].index("tile-and-map") + 1])
+        assert any(st.root_taps and st.vectorize for st in c.strategies), c.strategies
+    (out,), _ = _run(model, feeds, device, conv_vector_taps=True, vectorize=True)
+    _check(out, ref)
+
+
 @pytest.mark.parametrize("fill", [0, 4096])
 def test_depthwise_tiles_shrink_to_fill_the_device(device, fill):
     """A late depthwise layer at batch 1 (7x7, 32 channels): 8x4 outputs per thread leave 64 threads; under
@@ -267,3 +289,26 @@ def test_nhwc_1x1_as_view(device, shape, k, stride, pad):
     plain = (k, stride, pad) == (1, 1, 0)
     if opts.get("im2col_max_bytes"):
         assert len(exe.kernels) == (1 if plain else 2)
+
+
+def test_conv3d_long_reduction(device):
+    """A direct 3-d convolution whose reduction is long (256 channels x 3x3x3 taps): a thread's tile shrinks until
+    its loops stay within the driver's per-invocation limit (lavapipe's 65535 iterations), same answer."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 256, 2, 8, 8)).astype(np.float32)
+    w = (rng.standard_normal((32, 256, 3, 3, 3)) / 40).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3, 3], pads=[1] * 6,
+                                            strides=[2, 2, 2])], "conv3d",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, 1, 4, 4))],
+                          [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1), (1, 1)))
+    ref = np.zeros((1, 32, 1, 4, 4))
+    for a in range(3):
+        for b in range(3):
+            for c in range(3):
+                patch = xp[:, :, a:a + 1:2, b:b + 7:2, c:c + 7:2]
+                ref += np.einsum("nctyx,fc->nftyx", patch, w[:, :, a, b, c])
+    (out,), _ = _run(model, [x], device)
+    _check(out, ref)

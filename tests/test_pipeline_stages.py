@@ -3,6 +3,8 @@ stage runs alone, and the IR it leaves is checked (no device, no SPIR-V or OpenC
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from portable import profiles
@@ -436,3 +438,88 @@ def test_contraction_layout_gives_attention_scores_batch_matmul_operands():
         c.passes(pipeline.CLEAN)
         matmuls = [g for g in find_ops(c.module.operation, ("linalg.generic",)) if classify(g).kind == "matmul"]
         assert [classify(m).ranges for m in matmuls] == [(4, 32, 32, 16)]
+
+
+GATHERED_FACTOR = """
+func.func @main(%t: tensor<4096x2xf32>, %d: tensor<4096xf32>, %w: tensor<4096x64xf32>) -> tensor<1x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = tensor.empty() : tensor<1x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x64xf32>) -> tensor<1x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k)>, affine_map<(m, n, k) -> (k, n)>,
+                                        affine_map<(m, n, k) -> (m, n)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%d, %w : tensor<4096xf32>, tensor<4096x64xf32>) outs(%f : tensor<1x64xf32>) {
+    ^bb0(%dv: f32, %wv: f32, %acc: f32):
+      %k = linalg.index 2 : index
+      %a = tensor.extract %t[%k, %c0] : tensor<4096x2xf32>
+      %b = tensor.extract %t[%k, %c1] : tensor<4096x2xf32>
+      %s = arith.addf %a, %b : f32
+      %q = arith.divf %s, %dv : f32
+      %p = arith.mulf %q, %wv : f32
+      %o = arith.addf %acc, %p : f32
+      linalg.yield %o : f32
+  } -> tensor<1x64xf32>
+  return %r : tensor<1x64xf32>
+}
+"""
+
+
+GATHERED_FACTOR_2K = """
+func.func @main(%t: tensor<64x64x2xf32>, %d: tensor<64x64xf32>, %w: tensor<64x64x64xf32>) -> tensor<1x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = tensor.empty() : tensor<1x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x64xf32>) -> tensor<1x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k, l) -> (k, l)>, affine_map<(m, n, k, l) -> (k, l, n)>,
+                                        affine_map<(m, n, k, l) -> (m, n)>],
+                       iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%d, %w : tensor<64x64xf32>, tensor<64x64x64xf32>) outs(%f : tensor<1x64xf32>) {
+    ^bb0(%dv: f32, %wv: f32, %acc: f32):
+      %k = linalg.index 2 : index
+      %l = linalg.index 3 : index
+      %a = tensor.extract %t[%k, %l, %c0] : tensor<64x64x2xf32>
+      %b = tensor.extract %t[%k, %l, %c1] : tensor<64x64x2xf32>
+      %s = arith.addf %a, %b : f32
+      %q = arith.divf %s, %dv : f32
+      %p = arith.mulf %q, %wv : f32
+      %o = arith.addf %acc, %p : f32
+      linalg.yield %o : f32
+  } -> tensor<1x64xf32>
+  return %r : tensor<1x64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("text,stage", [(GATHERED_FACTOR, "unfuse-producers"),
+                                        (GATHERED_FACTOR_2K, "unfuse-reductions")])
+def test_gathered_factor_leaves_the_reduction(text, stage):
+    """A factor read by index (an upsampling pool's window sum before a classifier) is computed once per k, over
+    the loops it reads, instead of once per (k, n): the product then reads it as a plain operand (a matmul form:
+    unfuse-producers; a reduction over two loops, as a flattened pool's classifier: unfuse-reductions)."""
+    _, c, changed = _at(text, stage, _options("pocl"))
+    assert changed
+    generics = find_ops(c.module.operation, ("linalg.generic",))
+    body = lambda g: [o.name for o in g.regions[0].blocks[0].operations]  # noqa: E731
+    pre = [g for g in generics if "tensor.extract" in body(g)]
+    red = [g for g in generics if "reduction" in str(g.attributes["iterator_types"])]
+    assert len(pre) == 1 and len(red) == 1
+    assert math.prod(ir.ShapedType(pre[0].results[0].type).shape) == 4096
+    assert "linalg.index" not in body(red[0]) and "tensor.extract" not in body(red[0])
+
+
+@pytest.mark.parametrize("text,kshape", [(GATHERED_FACTOR, (4096,)), (GATHERED_FACTOR_2K, (64, 64))])
+def test_gathered_factor_numbers(device, text, kshape):
+    import numpy as np
+
+    import portable
+
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal((*kshape, 2)).astype(np.float32)
+    d = (1.0 + rng.random(kshape)).astype(np.float32)
+    w = rng.standard_normal((*kshape, 64)).astype(np.float32)
+    (out,) = portable.run(text, t, d, w, device=device)
+    want = (((t[..., 0] + t[..., 1]) / d).reshape(1, -1) @ w.reshape(4096, 64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)

@@ -93,9 +93,10 @@ class OpKind:
     gathers: bool = False  # the body reads other tensors with tensor.extract (no vectorization for these)
     # Matmuls: the second input is read along the output's innermost loop, (k, n) rather than (n, k).
     contiguous_b: bool = False
-    # Convolutions: the input is read along the output's innermost loop (depthwise: channels stay channels),
-    # with unit strides and dilations (each input index a loop or a sum of two).
-    channelwise: bool = False
+    # Convolutions: the input is read along the output's innermost dim, with unit strides and dilations (each input
+    # index a loop or a sum of two): "channels" (NHWC depthwise: channels stay channels) or "columns" (NCHW: the
+    # output's columns shifted by the column tap); "" otherwise.
+    channelwise: str = ""
     # A gather marked for vector loads (VECTOR_GATHER): "contiguous" or "lanes" ("" unmarked).
     vector_gather: str = ""
     window: bool = False  # a window reduction unrolled into a gather (windows.py)
@@ -120,6 +121,18 @@ def _unit_window(e: ir.AffineExpr) -> bool:
         add = ir.AffineAddExpr(e)
         return isinstance(add.lhs, ir.AffineDimExpr) and isinstance(add.rhs, ir.AffineDimExpr)
     return False
+
+
+def _along(e: ir.AffineExpr | None, d: int) -> str:
+    """How input index `e` walks with loop `d` at unit stride: "channels" (`d` itself) or "columns" (`d` plus a
+    tap); "" otherwise."""
+    if isinstance(e, ir.AffineDimExpr):
+        return "channels" if ir.AffineDimExpr(e).position == d else ""
+    if isinstance(e, ir.AffineAddExpr):
+        add = ir.AffineAddExpr(e)
+        if any(isinstance(x, ir.AffineDimExpr) and ir.AffineDimExpr(x).position == d for x in (add.lhs, add.rhs)):
+            return "columns"
+    return ""
 
 
 def classify(op: ir.Operation) -> OpKind:
@@ -151,13 +164,12 @@ def classify(op: ir.Operation) -> OpKind:
         b_last, o_last = (m.results[-1] if len(m.results) else None for m in (maps[1], maps[-1]))
         contiguous_b = isinstance(b_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
             ir.AffineDimExpr(b_last).position == ir.AffineDimExpr(o_last).position
-    channelwise = False
+    channelwise = ""
     if kind == "conv":
         maps = indexing_maps(op)
         x_last, o_last = (m.results[-1] if len(m.results) else None for m in (maps[0], maps[-1]))
-        channelwise = isinstance(x_last, ir.AffineDimExpr) and isinstance(o_last, ir.AffineDimExpr) and \
-            ir.AffineDimExpr(x_last).position == ir.AffineDimExpr(o_last).position and \
-            all(_unit_window(e) for e in maps[0].results)
+        if isinstance(o_last, ir.AffineDimExpr) and all(_unit_window(e) for e in maps[0].results):
+            channelwise = _along(x_last, ir.AffineDimExpr(o_last).position)
     vg = ir.StringAttr(op.attributes[VECTOR_GATHER]).value if VECTOR_GATHER in op.attributes else ""
     return OpKind(kind, tuple(ranges), tuple(its), "tensor.extract" in body_op_names(op), contiguous_b, channelwise,
                   vg, WINDOW in op.attributes, _contiguous_reduction(op, its), len(op.results))

@@ -211,7 +211,10 @@ class OpenCLBackend(Backend):
         return {"alignment": max(align_bits // 8, 4), "max_block": limit, "max_range": limit}
 
     def free(self, buffer: Any) -> None:
-        """Release a buffer now (close() releases any that are left)."""
+        """Release a buffer now (close() releases any that are left, so freeing one after it does nothing: a
+        pool's finalizer may run after the backend closed at interpreter exit)."""
+        if self._res.closed and isinstance(buffer, ClBuffer) and buffer.owner == self._res.token:
+            return
         buf = self._own(buffer)
         with self._res.lock:
             self._res.buffers.pop(id(buf), None)

@@ -134,11 +134,17 @@ def _init_as(value: ir.Value, shape: list[int]) -> ir.Value:
 
 
 def matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]] | None:
-    """(b, m, k, n, roles) when `op` is a matmul [m, k] x [k, n] -> [m, n], or a batch of b of them ([b, m, k] x
-    [b, k, n]: attention's products over a cache, one per head), up to unit loops and to fused producers, else
-    None; b = 0 without a batch loop. m may be a unit loop (a flattened pooling's matrix-vector product keeps its
-    batch and pixel dims of 1); inputs besides x and w are what a fused producer of x reads (a norm's row scale
-    and weight). roles[i] names input i's non-unit dims, in order: "b", "m", "k" or "n"."""
+    """(b, m, k, n, roles): see _form."""
+    form = _form(op)
+    return None if form is None else form[:5]
+
+
+def _form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]], dict[int, str]] | None:
+    """(b, m, k, n, roles, role of each non-unit loop) when `op` is a matmul [m, k] x [k, n] -> [m, n], or a batch of b
+    of them ([b, m, k] x [b, k, n]: attention's products over a cache, one per head), up to unit loops and to fused
+    producers, else None; b = 0 without a batch loop. m may be a unit loop (a flattened pooling's matrix-vector
+    product keeps its batch and pixel dims of 1); inputs besides x and w are what a fused producer of x reads (a
+    norm's row scale and weight). roles[i] names input i's non-unit dims, in order: "b", "m", "k" or "n"."""
     if op.name != "linalg.generic" or len(op.results) != 1 or num_inputs(op) < 2 or not _accumulates(op):
         return None
     ranges = loop_ranges(op)
@@ -169,7 +175,7 @@ def matmul_form(op: ir.Operation) -> tuple[int, int, int, int, list[list[str]]] 
     if batch and (out[0] != batch[0] or any(r[:1] != ["b"] for r in roles)):
         return None  # the batch loop leads every operand
     m = ranges[out[-2]] if "m" in role.values() else 1
-    return (ranges[batch[0]] if batch else 0), m, ranges[ks[0]], ranges[out[-1]], roles
+    return (ranges[batch[0]] if batch else 0), m, ranges[ks[0]], ranges[out[-1]], roles, role
 
 
 def _fused_x(op: ir.Operation, roles: list[list[str]], nb: int) -> bool:
@@ -243,9 +249,17 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n:
             return new[v.arg_number]
         return next((new_v for old_v, new_v in mapped if old_v == v), v)
 
+    role = _form(op)[5]
+    dim_of = {"b": 0, "m": nb, "k": nb + 1}  # a loop index f reads, in the pre-kernel's (b, m, k)
+    if any(o.name == "linalg.index" and role.get(ir.IntegerAttr(o.attributes["dim"]).value) == "n" for o in needed):
+        return None  # f varies along n: no x-side producer
     with ir.InsertionPoint(pre_block), op.location:
         for o in ops:
-            if any(o == x for x in needed):
+            if o.name == "linalg.index" and any(o == x for x in needed):
+                r = role.get(ir.IntegerAttr(o.attributes["dim"]).value)
+                c = (linalg.IndexOp(dim_of[r]) if r else arith.ConstantOp(ir.IndexType.get(), 0)).operation
+                mapped.extend(zip(o.results, c.results))
+            elif any(o == x for x in needed):
                 c = o.clone()
                 for j, v in enumerate(list(c.operands)):
                     c.operands[j] = lookup(v)

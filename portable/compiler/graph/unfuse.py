@@ -49,7 +49,7 @@ def _factor(op: ir.Operation):
         while stack and ok:
             v = stack.pop()
             if isinstance(v, ir.OpResult) and any(v.owner == o for o in ops):
-                if v.owner.name == "linalg.index" or v.owner.regions:
+                if v.owner.regions:
                     ok = False
                 elif not any(v.owner == o for o in needed):
                     needed.append(v.owner)
@@ -79,6 +79,8 @@ def _unfuse_one(op: ir.Operation) -> bool:
     if found is None:
         return False
     w, factor, needed, xs = found
+    if any(o.name == "linalg.index" for o in needed):
+        return _unfuse_over_loops(op, ranges, factor, needed, xs)
     maps = indexing_maps(op)
     # f is materialized over the index space of the largest x-side input (a convolution's image, its windows'
     # overlap included); the others must read along its indices (or at 0: broadcast, unit dims).
@@ -135,6 +137,84 @@ def _unfuse_one(op: ir.Operation) -> bool:
     new = rebuild_generic(op, new_ins, [op.operands[nin]], new_maps, iterator_types(op), arg_map,
                           [op.results[0].type])
     factor.replace_all_uses_with(new.regions[0].blocks[0].arguments[order.index(main)])
+    _erase_unused(needed)
+    op.results[0].replace_all_uses_with(new.results[0])
+    op.erase()
+    return True
+
+
+def _unfuse_over_loops(op: ir.Operation, ranges: list[int], factor: ir.Value, needed: list[ir.Operation],
+                       xs: list[int]) -> bool:
+    """f reading loop indices (a gather: an upsampling pool's window sums read by index before a classifier) is
+    materialized over the loops it depends on, in their order; the reduction reads it there. Its x-side inputs
+    must index those loops plainly (or at 0)."""
+    maps = indexing_maps(op)
+    dims = {ir.IntegerAttr(o.attributes["dim"]).value for o in needed if o.name == "linalg.index"}
+    for x in xs:
+        for e in maps[x].results:
+            if isinstance(e, ir.AffineDimExpr):
+                dims.add(ir.AffineDimExpr(e).position)
+            elif not _zero(e):
+                return False
+    loops = sorted(dims)
+    shape = [ranges[d] for d in loops]
+    reuse = prod(ranges) // max(1, prod(shape))
+    elem = factor.type
+    width = elem.width if hasattr(elem, "width") else 32
+    if fusion_cost.keep_fused(fusion_cost.body_cost(needed), reuse, max(1, width // 8), prod(shape)):
+        return False
+
+    def local(m: ir.AffineMap) -> ir.AffineMap:
+        return ir.AffineMap.get(len(loops), 0, [e if _zero(e) else ir.AffineDimExpr.get(loops.index(
+            ir.AffineDimExpr(e).position)) for e in m.results])
+
+    nin = num_inputs(op)
+    block = op.regions[0].blocks[0]
+    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    with ir.InsertionPoint(op), op.location:
+        ins = [op.operands[x] for x in xs]
+        pre_maps = [local(maps[x]) for x in xs] + [ir.AffineMap.get_identity(len(loops))]
+        pre = linalg.GenericOp([ir.RankedTensorType.get(shape, elem)], ins, [tensor.EmptyOp(shape, elem).result],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(mp) for mp in pre_maps]),
+                               ir.ArrayAttr.get([par] * len(loops)))
+    pre_block = pre.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v in ins], elem)
+    mapped = {x: pre_block.arguments[i] for i, x in enumerate(xs)}
+    values: list[tuple[ir.Value, ir.Value]] = []
+
+    def lookup(v: ir.Value) -> ir.Value:
+        if isinstance(v, ir.BlockArgument) and v.owner == block:
+            return mapped[v.arg_number]
+        return next((new for old, new in values if old == v), v)
+
+    with ir.InsertionPoint(pre_block), op.location:
+        for o in block.operations:
+            if not any(o == x for x in needed):
+                continue
+            if o.name == "linalg.index":
+                c = linalg.IndexOp(loops.index(ir.IntegerAttr(o.attributes["dim"]).value)).operation
+            else:
+                c = o.clone()
+                for j, v in enumerate(list(c.operands)):
+                    c.operands[j] = lookup(v)
+            values.extend(zip(o.results, c.results))
+        linalg.YieldOp([lookup(factor)])
+    # The reduction reads f in the place of its first x-side input (or as a new first input): its other inputs
+    # keep their order.
+    rest = [i for i in range(nin) if i not in xs]
+    new_ins = [pre.results[0]] + [op.operands[i] for i in rest]
+    f_map = ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in loops])
+    new_maps = [f_map] + [maps[i] for i in rest] + [maps[nin]]
+    arg_map = [1 + rest.index(i) if i in rest else None for i in range(nin)] + [len(new_ins)]
+    new = rebuild_generic(op, new_ins, [op.operands[nin]], new_maps, iterator_types(op), arg_map,
+                          [op.results[0].type])
+    factor.replace_all_uses_with(new.regions[0].blocks[0].arguments[0])
+    _erase_unused(needed)
+    op.results[0].replace_all_uses_with(new.results[0])
+    op.erase()
+    return True
+
+
+def _erase_unused(needed: list[ir.Operation]) -> None:
     pending = list(needed)  # erased once unused: users before what they use
     while pending:
         dead = [o for o in pending if all(not list(r.uses) for r in o.results)]
@@ -143,9 +223,6 @@ def _unfuse_one(op: ir.Operation) -> bool:
         for o in dead:
             pending.remove(o)
             o.erase()
-    op.results[0].replace_all_uses_with(new.results[0])
-    op.erase()
-    return True
 
 
 def unfuse_reductions(func_op: ir.Operation) -> int:

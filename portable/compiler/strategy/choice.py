@@ -143,9 +143,9 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
         o = o.replace(elementwise_workgroup_invocations=None,
                       elementwise_per_thread=min(4, _or(o.elementwise_per_thread, 1)))
     s = _choose(kind, o, root)
-    if kind.kind == "matmul" and _scalar_loop_too_long(s, root, o):
-        # The scalar matmul loops over K for every output of the thread tile: smaller tiles, down to one output,
-        # then K split over a workgroup's threads.
+    if kind.kind in ("matmul", "conv") and _scalar_loop_too_long(s, root, o):
+        # The scalar matmul (or direct convolution: a 3-d one over 256x3x3x3 taps) loops over K for every output
+        # of the thread tile: smaller tiles, down to one output, then K split over a workgroup's threads.
         for tm, tn in ((4, 4), (2, 4), (2, 2), (1, 1)):
             s = _choose(kind, o.replace(thread_tile=(tm, tn)), root)
             if not _scalar_loop_too_long(s, root, o):
@@ -366,14 +366,19 @@ def _promotable(kind: OpKind, o: Options, wm: int, wn: int, tm: int, tn: int) ->
 
 def _vector_conv(kind: OpKind, root: OpKind | None, o: Options, invocations: int) -> Strategy | None:
     """A channelwise (depthwise) convolution as register tiles where the profile asks for it
-    (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (width,
-    channels), tiles that divide every loop (static vectors), and accumulates them in registers over the
-    window taps (`root_taps`). Each tap reads rows of channels, contiguous in NHWC."""
+    (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (NHWC: width,
+    channels; NCHW: height, width), tiles that divide every loop (static vectors), and accumulates them in
+    registers over the window taps (`root_taps`). Each tap reads rows of channels (NHWC) or of columns (NCHW),
+    contiguous."""
     if not o.conv_vector_taps or not o.vectorize or root is None or \
             root.kind != "conv" or not root.channelwise:
         return None
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind != "conv" or len(par) < 3 or "reduction" not in root.iterators:
+        return None
+    if root.channelwise == "columns" and "reduction" in kind.iterators:
+        # NCHW: the vectors run along the output's columns, the innermost loop of an epilogue in the output's
+        # layout; the convolution's own innermost loop is its channels.
         return None
     per_thread = [1] * len(kind.ranges)
     per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in _or(o.thread_tile, (4, 4)))
@@ -451,8 +456,8 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], o: Opti
 
 
 def _scalar_loop_too_long(s: Strategy, root: OpKind | None, o: Options) -> bool:
-    """A scalar (not register-blocked) matmul tile whose K loops, one per output of a thread's tile, pass the
-    profile's max_loop_iterations."""
+    """A scalar (not register-blocked) matmul or direct-convolution tile whose K loops, one per output of a thread's
+    tile, pass the profile's max_loop_iterations."""
     limit = _or(o.max_loop_iterations, 0)
     if not limit or root is None or s.root_k_tile or s.reduce_threads or s.coop or s.promote_k:
         return False
