@@ -209,6 +209,9 @@ def _x_producer(op: ir.Operation, roles: list[list[str]], nb: int):
                 stack.extend(v.owner.operands)
         elif isinstance(v, ir.BlockArgument) and v.owner == block and v.arg_number not in xs:
             return None
+    indices = [ir.IntegerAttr(o.attributes["dim"]).value for o in needed if o.name == "linalg.index"]
+    if indices and any(_form(op)[5].get(d) == "n" for d in indices):
+        return None  # f reads the output column's index: it is no producer of x
     return w, xs, factor[0], needed
 
 
@@ -251,8 +254,6 @@ def _unfuse(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n:
 
     role = _form(op)[5]
     dim_of = {"b": 0, "m": nb, "k": nb + 1}  # a loop index f reads, in the pre-kernel's (b, m, k)
-    if any(o.name == "linalg.index" and role.get(ir.IntegerAttr(o.attributes["dim"]).value) == "n" for o in needed):
-        return None  # f varies along n: no x-side producer
     with ir.InsertionPoint(pre_block), op.location:
         for o in ops:
             if o.name == "linalg.index" and any(o == x for x in needed):
