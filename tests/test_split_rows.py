@@ -29,7 +29,8 @@ def test_few_long_rows_are_split(device, tmp_path, family):
     g, shapes = BUILD[family](3, COLS)
     exe = _run(g, shapes, device, tmp_path, **GPU)
     partials = [d for d in exe.dispatches if _partial(d)]
-    assert len(exe.kernels) == 5 and len(partials) == 2, [tuple(d.grid) for d in exe.dispatches]
+    # Five dispatches; layernorm's two combining kernels are the same body, generated once.
+    assert len(exe.dispatches) == 5 and len(partials) == 2, [tuple(d.grid) for d in exe.dispatches]
     g, shapes = BUILD[family](64, COLS)
     whole = _run(g, shapes, device, tmp_path, reduction_threads=64, row_fusion_shared_bytes=49152)
     assert [d.grid for d in _run(g, shapes, device, tmp_path, **GPU).dispatches] == [d.grid for d in whole.dispatches]
