@@ -440,6 +440,18 @@ def test_contraction_layout_gives_attention_scores_batch_matmul_operands():
         assert [classify(m).ranges for m in matmuls] == [(4, 32, 32, 16)]
 
 
+def test_contraction_layout_leaves_ragged_scores():
+    """Scores over 31 tokens: in batch-matmul order the vector dimension would be the 31 keys, so the product keeps
+    the layout it was exported in (both sides read along d)."""
+    text = ATTENTION_SCORES.replace("2x32x2x16", "2x31x2x16").replace("2x2x32x32", "2x2x31x31")
+    _, c, changed = _at(text, "contraction-layout", _options("nvidia"))
+    assert not changed
+    queries = ATTENTION_SCORES.replace("%q: tensor<2x32x2x16xf32>", "%q: tensor<2x31x2x16xf32>").replace(
+        "2x2x32x32", "2x2x31x32").replace("ins(%q, %k : tensor<2x32x2x16xf32>", "ins(%q, %k : tensor<2x31x2x16xf32>")
+    _, c, changed = _at(queries, "contraction-layout", _options("nvidia"))
+    assert changed  # ragged queries (m) alone: the keys are still a vector dimension
+
+
 GATHERED_FACTOR = """
 func.func @main(%t: tensor<4096x2xf32>, %d: tensor<4096xf32>, %w: tensor<4096x64xf32>) -> tensor<1x64xf32> {
   %z = arith.constant 0.0 : f32

@@ -495,11 +495,15 @@ def test_close_releases_everything(kernel):
     b.load_kernel(kernel)
     b.upload(bufs[1], np.zeros(100, np.uint8))
     assert live_buffers() == before.get("buffer", 0) + 2
+    block = b.allocate_block(1 << 16)
+    view = b.view(block, 256, 1024)
     b.close()
     b.close()  # idempotent
     assert_clean(b)
     assert live_objects() == before
-    assert all(buf.freed for buf in bufs)
+    assert all(buf.freed for buf in bufs + [block])
+    b.free(view)  # a pool's finalizer after close (interpreter exit): nothing left to free, no error
+    b.free(bufs[1])
     with pytest.raises(RuntimeError, match="closed"):
         b.allocate(4)
 

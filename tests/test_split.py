@@ -82,6 +82,25 @@ def test_matmul_and_softmax_run_in_chunks(device, tmp_path):
     np.testing.assert_allclose(out, g.reference(A, B, C)[0], rtol=1e-4, atol=1e-6)
 
 
+def test_classifier_weight_read_in_chunks(device, tmp_path):
+    """A torch Linear exported to ONNX: its weight, folded into (K, N) order, is indexed by the output column in
+    its second dimension; the split stores it as (N, K) and runs the product in chunks of output columns."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(32 * 3 * 3, 1200), torch.nn.ReLU()).eval()
+    path = tmp_path / "fc.onnx"
+    torch.onnx.export(model, (torch.zeros(1, 32, 3, 3),), str(path), opset_version=17, dynamo=False)
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), max_bind_bytes=MIB // 2)
+    exe = compile_module(portable.api.graph_text(str(path)), opts, (live.info.api,))  # weight 1.3 MiB
+    chunks = [d for d in exe.dispatches if d.offsets and any(d.offsets)]
+    assert chunks and all(size <= MIB // 2 for d in exe.dispatches for size in d.sizes)
+    x = np.random.default_rng(3).standard_normal((1, 32, 3, 3), dtype=np.float32)
+    (out,), _ = _run_saved(exe, live, tmp_path, x)
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_tensor_over_the_real_bindable_range(device):
     """A 144 MB add on a device that binds at most 128 MiB (lavapipe): two dispatches, one buffer each."""
     live = open_device(device)

@@ -242,6 +242,12 @@ def _chunked_slots(builder: PlanBuilder, j: int, s) -> dict[int, int]:
     for kind, groups, rb in s.chunked:
         if kind == "input":
             sids = [builder.input_slots[groups[0]]]
+        elif kind == "constant":  # groups = (its size,): split.py made sure no other constant it reads has it
+            sids = list(dict.fromkeys(sid for sid in builder.launches[j][1] if builder.slots[sid].kind == "constant"
+                                      and builder.slots[sid].nbytes == groups[0]))
+            if len(sids) != 1:
+                raise CompileError(f"launch {j}: {len(sids)} constant buffers of {groups[0]} bytes, one of them read "
+                                   f"in chunks", stage="plan")
         else:
             writers = groups if kind == "written" else (j,)
             sids = [w for g in writers for w in builder.writes[g]]

@@ -206,8 +206,9 @@ class VulkanBackend(Backend):
                 "max_block": int(lim["max_buffer_bytes"]), "max_range": int(lim["max_storage_buffer_range"])}
 
     def free(self, buffer: Any) -> None:
-        """Release `buffer` now (idempotent); close() frees whatever is left."""
-        if isinstance(buffer, Buffer) and buffer.freed:
+        """Release `buffer` now (idempotent). close() freed whatever was left, so freeing a buffer (or a pool's
+        view of a block) after it does nothing: a pool's finalizer may run after the backend closed at exit."""
+        if isinstance(buffer, Buffer) and (buffer.freed or self._own.device is None):
             return
         buf = self._buffer(buffer)
         self._own.device.transfer_owned.forget(buf)

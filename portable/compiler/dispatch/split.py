@@ -5,7 +5,9 @@ max_mem_alloc_size). A dispatch group that touches a larger tensor is split alon
 that is the leading (outermost non-unit, so contiguous) dimension of every operand indexed by it, followed through
 every op of the group by the indexing maps: the group is rebuilt for `rows` rows of that loop, starting at row 0
 (tensor.extract_slice in, tensor.insert_slice out), and the plan runs that one kernel once per chunk, binding each
-split operand at the chunk's byte offset; operands that do not depend on the loop are bound whole. A remainder
+split operand at the chunk's byte offset; operands that do not depend on the loop are bound whole.
+A constant indexed by the loop in another dimension (a classifier's weight folded into (K, N) order) is stored
+with that dimension first for the split. A remainder
 shorter than a chunk is a second group compiled for its own row count. Where no loop allows it (the big operand is
 indexed by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size and
 the limit.
@@ -26,8 +28,9 @@ import numpy as np
 
 from ...errors import OutOfDeviceMemory
 from ...ir.linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
-from ...ir.mlir import bufferization, ir, tensor
+from ...ir.mlir import arith, bufferization, ir, tensor
 from ..graph.generics import rebuild_generic
+from ..graph.horizontal import dense_attr, dense_constant
 from ..plan import numpy_dtype
 from .groups import TAG, Group
 
@@ -40,7 +43,8 @@ class Split:
     """A group compiled for `rows` rows of its split loop, run once per entry of `starts` (the first row of each
     run). `chunked` says which buffers advance with the chunk and by how many bytes per row, each as
     (where, groups, bytes per row): ("input", (i,)) function argument i, ("written", (g, ...)) the buffer the
-    kernels of groups g write, ("result", ()) the buffer this group's kernel writes. The rest are bound whole."""
+    kernels of groups g write, ("result", ()) the buffer this group's kernel writes, ("constant", (n,)) the constant
+    of n bytes. The rest are bound whole."""
 
     rows: int
     starts: tuple[int, ...]
@@ -59,6 +63,9 @@ class _Choice:
     sliced: dict[tuple[int, int], int] = field(default_factory=dict)
     row_bytes: list[tuple[str, int]] = field(default_factory=list)  # (buffer name, bytes per row)
     chunked: list[ir.Value] = field(default_factory=list)  # tensors from outside the group read in chunks
+    # constants read in chunks along a dimension that is not their leading one: (constant, that dimension);
+    # the split stores them with it first
+    permuted: list[tuple[ir.Value, int]] = field(default_factory=list)
 
 
 def nbytes(t: ir.Type) -> int:
@@ -112,6 +119,8 @@ class Namer:
         for k, r in enumerate(self.results):
             if r == v:
                 return f"output {k} {desc}"
+        if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
+            return f"constant {desc}"
         return f"intermediate {desc}"
 
 
@@ -204,12 +213,46 @@ def _try_loop(g: Group, ops: list[ir.Operation], loop: int, limit: int, name: Na
             if earlier:
                 continue
             seen.append((v, dim))
+            if dim is not None and _leading_after(v, dim) and dense_attr(v) is not None:
+                choice.permuted.append((v, dim))
+                dim = 0
             why = _check_operand(v, dim, limit, name, choice)
             if why:
                 return why
             if dim is not None and not _is_empty(v):  # a sliced tensor.empty becomes a smaller one
                 choice.chunked.append(v)
+    constants = [nbytes(v.type) for v, _ in seen if isinstance(v, ir.OpResult)
+                 and v.owner.operation.name == "arith.constant"]
+    if any(_is_constant(v) and constants.count(nbytes(v.type)) > 1 for v in choice.chunked):
+        # the plan tells a chunked constant's buffer from the others by its size
+        return "the kernel reads two constants of one size, one of them in chunks"
     return _check_operand(t.results[0], out_pos[0], limit, name, choice) or choice
+
+
+def _is_constant(v: ir.Value) -> bool:
+    return isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant"
+
+
+def _leading_after(v: ir.Value, dim: int) -> bool:
+    """Whether dimension `dim` of `v` is not its leading one (a non-unit dimension comes before it)."""
+    return any(s != 1 for s in list(ir.RankedTensorType(v.type).shape)[:dim])
+
+
+def _permute_constants(choice: _Choice, before: ir.Operation) -> list[tuple[ir.Value, ir.Value]]:
+    """(old, new) for each constant of `choice.permuted`: a new constant with the chunked dimension first."""
+    out = []
+    with ir.InsertionPoint(before), before.location:
+        for v, dim in choice.permuted:
+            data = np.ascontiguousarray(np.moveaxis(dense_constant(v), dim, 0))
+            t = ir.RankedTensorType(v.type)
+            nt = ir.RankedTensorType.get(list(data.shape), t.element_type)
+            out.append((v, arith.ConstantOp(nt, ir.DenseElementsAttr.get(data, type=nt)).result))
+    return out
+
+
+def _permuted_map(m: ir.AffineMap, dim: int) -> ir.AffineMap:
+    r = list(m.results)
+    return ir.AffineMap.get(m.n_dims, m.n_symbols, [r[dim]] + r[:dim] + r[dim + 1:])
 
 
 def _check_operand(v: ir.Value, dim: int | None, limit: int, name: Namer, choice: _Choice) -> str | None:
@@ -263,20 +306,26 @@ def _destination(g: Group, ops: list[ir.Operation]) -> tuple[ir.Value, tuple[int
 
 
 def _emit(g: Group, ops: list[ir.Operation], choice: _Choice, rows: int, acc: ir.Value,
-          dest: tuple[int, int]) -> tuple[Group, ir.Value]:
+          dest: tuple[int, int], permuted: list[tuple[ir.Value, ir.Value]]) -> tuple[Group, ir.Value]:
     """The group's ops rebuilt for `rows` rows of the split loop, before its target; returns the new group
     and `acc` with the chunk's result inserted at row 0. The operand `dest` (where the result is built) is
-    sliced from `acc`, so every chunk writes in place into one buffer."""
+    sliced from `acc`, so every chunk writes in place into one buffer. `permuted`: (constant, the same with
+    the chunked dimension first), read in its place."""
     new: list[ir.Operation] = []
     with ir.InsertionPoint(g.target), g.target.location:
         for i, op in enumerate(ops):
             nin = num_inputs(op)
             ins, outs = [], []
+            maps = indexing_maps(op)
             for k, v in enumerate(op.operands):
                 dim = choice.sliced.get((i, k))
                 j = _position(v, ops)
+                swap = next((nv for old, nv in permuted if old == v), None) if dim is not None else None
                 if j is not None:
                     nv = new[j].results[0]
+                elif swap is not None:
+                    nv = _slice(swap, 0, rows)
+                    maps[k] = _permuted_map(maps[k], dim)
                 elif dim is None:
                     nv = v
                 elif (i, k) == dest:
@@ -290,7 +339,7 @@ def _emit(g: Group, ops: list[ir.Operation], choice: _Choice, rows: int, acc: ir
                 (ins if k < nin else outs).append(nv)
             tmp = op.clone()
             nargs = len(op.regions[0].blocks[0].arguments)
-            new.append(rebuild_generic(tmp, ins, outs, indexing_maps(op), iterator_types(op), list(range(nargs)),
+            new.append(rebuild_generic(tmp, ins, outs, maps, iterator_types(op), list(range(nargs)),
                                        [outs[0].type]))
             tmp.erase()
         target = next(i for i, op in enumerate(ops) if op == g.target)
@@ -317,6 +366,8 @@ def _origin(v: ir.Value, args: list[ir.Value], produced: list[tuple[ir.Value, tu
     """Where the plan finds the buffer of tensor `v`: a function argument or what earlier groups write."""
     while isinstance(v, ir.OpResult) and v.owner.operation.name in ("tensor.collapse_shape", "tensor.expand_shape"):
         v = v.owner.operation.operands[0]
+    if _is_constant(v):
+        return "constant", (nbytes(v.type),)
     for i, a in enumerate(args):
         if v == a:
             return "input", (i,)
@@ -354,15 +405,19 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
             with ir.InsertionPoint(g.target), g.target.location:
                 acc = bufferization.AllocTensorOp(acc.type, []).result
         first = len(out)
-        ng, acc = _emit(g, ops, choice, rows, acc, dest)
+        permuted = _permute_constants(choice, ops[0])
+        ng, acc = _emit(g, ops, choice, rows, acc, dest, permuted)
         out.append((ng, Split(rows, tuple(i * rows for i in range(full)), tuple(chunked))))
         if tail:
-            ng, acc = _emit(g, ops, choice, tail, acc, dest)
+            ng, acc = _emit(g, ops, choice, tail, acc, dest, permuted)
             out.append((ng, Split(tail, (full * rows,), tuple(chunked))))
         g.target.results[0].replace_all_uses_with(acc)
         produced.append((acc, tuple(range(first, len(out)))))
         for op in reversed(ops):
             op.erase()
+        for old, _ in permuted:
+            if not list(old.uses):
+                old.owner.operation.erase()
     new_groups, splits = [], {}
     for i, (g, s) in enumerate(out):
         g.index = i
