@@ -5,12 +5,11 @@ max_mem_alloc_size). A dispatch group that touches a larger tensor is split alon
 that is the leading (outermost non-unit, so contiguous) dimension of every operand indexed by it, followed through
 every op of the group by the indexing maps: the group is rebuilt for `rows` rows of that loop, starting at row 0
 (tensor.extract_slice in, tensor.insert_slice out), and the plan runs that one kernel once per chunk, binding each
-split operand at the chunk's byte offset; operands that do not depend on the loop are bound whole.
-A constant indexed by the loop in another dimension (a classifier's weight folded into (K, N) order) is stored
-with that dimension first for the split. A remainder
-shorter than a chunk is a second group compiled for its own row count. Where no loop allows it (the big operand is
-indexed by a reduction loop, one row alone is over the limit, ...), OutOfDeviceMemory names the buffer, its size and
-the limit.
+split operand at the chunk's byte offset; operands that do not depend on the loop are bound whole. A constant
+indexed by the loop in another dimension (a classifier's weight folded into (K, N) order) is stored with that
+dimension first for the split. A remainder shorter than a chunk is a second group compiled for its own row count.
+Where no loop allows it (the big operand is indexed by a reduction loop, one row alone is over the limit, ...),
+OutOfDeviceMemory names the buffer, its size and the limit.
 
 Only chunk 0 exists in the IR: every chunk's kernel addresses its operands from their binding's start, so
 one kernel serves all chunks and the host function never sees a non-zero offset. Bufferization folds input
