@@ -41,15 +41,16 @@ def _recording():
     """Record, while a graph compiles, each dispatch group's source nodes and FLOPs (as formed, before tiling) and
     each launch's dispatch count. The Executable keeps no such record, so the two steps are wrapped meanwhile."""
     from .compiler import plan
-    from .compiler.dispatch import groups as dispatch
+    from .compiler.dispatch import split
     from .ir import locations
     from .ir.linalg_info import classify
 
     rec: dict[str, Any] = {}
-    form, dispatches = dispatch.form_groups, plan.dispatches
+    cut, dispatches = split.split_groups, plan.dispatches
 
-    def form_groups(*args, **kw):
-        groups = form(*args, **kw)
+    def split_groups(*args, **kw):
+        """The groups as they are launched: formed, then cut into parts where they run in chunks."""
+        groups, splits = cut(*args, **kw)
         info = []
         for g in groups:
             ops = [g.target, *g.fused()]
@@ -58,9 +59,9 @@ def _recording():
                 names += [n for n in locations.names(op.location) if n not in names]
             k = classify(g.root)
             flops = 2.0 * float(np.prod(k.ranges)) if k.ranges and "reduction" in k.iterators else 0.0
-            info.append({"nodes": names, "kind": k.kind, "flops": flops})
+            info.append({"nodes": names, "kind": k.kind, "flops": flops})  # per dispatch: a chunk's rows
         rec["groups"] = info  # a fallback that forms the groups again replaces them
-        return groups
+        return groups, splits
 
     def plan_dispatches(builder, index, splits=None):
         rec["per_launch"] = [len((splits or {})[j].starts) if (splits or {}).get(j) is not None else 1
@@ -68,11 +69,11 @@ def _recording():
         return dispatches(builder, index, splits)
 
     with _capture_lock:
-        dispatch.form_groups, plan.dispatches = form_groups, plan_dispatches
+        split.split_groups, plan.dispatches = split_groups, plan_dispatches
         try:
             yield rec
         finally:
-            dispatch.form_groups, plan.dispatches = form, dispatches
+            split.split_groups, plan.dispatches = cut, dispatches
 
 
 def _per_dispatch(rec: dict, exe) -> list[dict]:
@@ -81,7 +82,7 @@ def _per_dispatch(rec: dict, exe) -> list[dict]:
         return [{"nodes": [], "kind": "?", "flops": 0.0} for _ in exe.dispatches]
     out = []
     for g, n in zip(groups, per_launch):
-        out += [dict(g, flops=g["flops"] / n)] * n
+        out += [dict(g)] * n
     return out
 
 
@@ -122,9 +123,20 @@ def _bind(exe, backend, inputs):
     for sid, sig, arr in zip(exe.input_slots, exe.inputs, inputs):
         if arr.nbytes:
             backend.upload(bufs[sid], sig.to_device(np.ascontiguousarray(arr), "input"))
-    plan = [(kernels[d.kernel], tuple(bufs[s] for s in d.slots), tuple(int(g) for g in d.grid),
+    views: dict[tuple[int, int, int], object] = {}
+
+    def bound(d, i: int, sid: int):
+        """The slot's buffer, or a view of the byte range the dispatch binds (a kernel run in parts)."""
+        offset, size = d.binding(i, bufs[sid].nbytes)
+        if offset == 0 and size >= bufs[sid].nbytes:
+            return bufs[sid]
+        if (sid, offset, size) not in views:
+            views[(sid, offset, size)] = backend.view(bufs[sid], offset, size)
+        return views[(sid, offset, size)]
+
+    plan = [(kernels[d.kernel], tuple(bound(d, i, s) for i, s in enumerate(d.slots)), tuple(int(g) for g in d.grid),
              tuple(d.push_constants)) for d in exe.dispatches]
-    return plan, list(bufs.values())
+    return plan, list(views.values()) + list(bufs.values())  # views are freed before their buffers
 
 
 def _vulkan_times(backend, plan, runs: int) -> list[list[float]]:
@@ -242,7 +254,8 @@ def profile(model: str | Path, device: str = "vulkan:0", input_shapes: Any = Non
     else:
         graph = path.read_text() if path.suffix == ".mlir" else str(path)
         exe, src = compile_with_sources(graph, live.options, info.api, input_shapes)
-    if any(d.offsets for d in exe.dispatches):
+    limit = live.options.get("max_bind_bytes") or 0
+    if limit and any(int(s.nbytes) > limit for s in exe.slots):
         raise ProfileError(f"{path}: its plan runs kernels in chunks of a tensor larger than {info.name} binds; "
                            f"profiling such plans is not supported, profile it on a device with larger bindings")
     plan, bufs = _bind(exe, live.backend, _inputs(exe))

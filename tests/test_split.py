@@ -274,3 +274,26 @@ def test_carried_state_in_pieces_is_refused(device, monkeypatch):
     with CompiledGraph(exe, live) as cg, \
             pytest.raises(PortableError, match=r"carried state (in|out)put 0 needs 8192000 bytes.* 4 pieces"):
         cg.with_state({0: 0})
+
+
+def test_ragged_rows_are_peeled_in_a_residual_block(device, tmp_path):
+    """A torchvision BasicBlock with a strided downsample at 11x11 output pixels (121 rows: no divisor near a
+    register tile's rows): its matmuls run their first rows and the rest as two kernels, binding byte ranges of one
+    output, and the block matches torch. The downsample's groups are formed after the main branch's but come first
+    in the function: a part's buffers are found by launch, in function order."""
+    torch = pytest.importorskip("torch")
+    from portable.zoo import builders
+
+    tv = builders._torchvision()
+    torch.manual_seed(0)
+    block = tv.models.resnet.BasicBlock(16, 32, stride=2, downsample=torch.nn.Sequential(
+        torch.nn.Conv2d(16, 32, 1, stride=2, bias=False), torch.nn.BatchNorm2d(32))).eval()
+    path = tmp_path / "block.onnx"
+    torch.onnx.export(block, (torch.zeros(1, 16, 22, 22),), str(path), opset_version=17, dynamo=False)
+    x = np.random.default_rng(4).standard_normal((1, 16, 22, 22), dtype=np.float32)
+    with portable.compile(str(path), device=device) as exe:
+        parts = [d for d in exe.executable.dispatches if d.offsets and any(d.offsets)]
+        out, = exe(x)
+    assert parts, "no matmul was peeled"
+    with torch.no_grad():
+        np.testing.assert_allclose(out, block(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)

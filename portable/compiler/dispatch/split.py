@@ -1,4 +1,5 @@
-"""Splitting a dispatch whose buffers are larger than the largest range a kernel can bind.
+"""Splitting a dispatch whose buffers are larger than the largest range a kernel can bind, or whose rows do not
+divide into its register tiles.
 
 A kernel binds at most `max_bind_bytes` of a buffer (Vulkan maxStorageBufferRange, 128 MiB on lavapipe; OpenCL
 max_mem_alloc_size). A dispatch group that touches a larger tensor is split along a parallel loop of its last op
@@ -11,6 +12,10 @@ dimension first for the split. A remainder shorter than a chunk is a second grou
 Where no loop allows it (the big operand is indexed by a reduction loop, one row alone is over the limit, ...),
 OutOfDeviceMemory names the buffer, its size and the limit.
 
+The same cut peels a matmul whose row count has no divisor near the rows a thread's register tile takes (127
+tokens, a prime): its tiles would take one row each (or ragged scalar tiles), reading every column of B once per
+row. The first rows, a multiple of the tile, run as one kernel with the full tile, the few left as a second.
+
 Only chunk 0 exists in the IR: every chunk's kernel addresses its operands from their binding's start, so
 one kernel serves all chunks and the host function never sees a non-zero offset. Bufferization folds input
 slices into the kernel's reads (the kernel then takes the whole buffer and reads its first rows), so the plan
@@ -21,16 +26,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...errors import OutOfDeviceMemory
-from ...ir.linalg_info import OpKind, classify, indexing_maps, iterator_types, num_inputs
+from ...ir.linalg_info import classify, indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import arith, bufferization, ir, tensor
 from ..graph.generics import rebuild_generic
 from ..graph.horizontal import dense_attr, dense_constant
 from ..plan import numpy_dtype
+from ..strategy.tiles import largest_divisor
 from .groups import TAG, Group
 
 _MIB = 1 << 20
@@ -150,10 +157,15 @@ def _inside(op: ir.Operation | None, container: ir.Operation) -> bool:
 
 
 def _is_empty(v: ir.Value) -> bool:
+    """Whether `v` is a tensor.empty (seen through reshapes: a collapsed one is the destination of a matmul whose
+    unit dims were folded)."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+        v = v.owner.operation.operands[0]
     return isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.empty"
 
 
-def _try_loop(g: Group, ops: list[ir.Operation], loop: int, limit: int, name: Namer) -> _Choice | str:
+def _try_loop(g: Group, ops: list[ir.Operation], loop: int, limit: int, name: Namer,
+              permute: bool = True) -> _Choice | str:
     """The split of the group's ops along loop `loop` of its target, or why it is impossible. Slicing runs
     from the target's result back to the inputs: an op whose result is sliced along dim q runs its loop at
     output position q in chunks, and slices each operand along the dim that loop indexes."""
@@ -212,7 +224,7 @@ def _try_loop(g: Group, ops: list[ir.Operation], loop: int, limit: int, name: Na
             if earlier:
                 continue
             seen.append((v, dim))
-            if dim is not None and _leading_after(v, dim) and dense_attr(v) is not None:
+            if permute and dim is not None and _leading_after(v, dim) and dense_attr(v) is not None:
                 choice.permuted.append((v, dim))
                 dim = 0
             why = _check_operand(v, dim, limit, name, choice)
@@ -356,7 +368,7 @@ def _emit(g: Group, ops: list[ir.Operation], choice: _Choice, rows: int, acc: ir
         changes["chain"] = [same(c) for c in g.chain]
     ng = dataclasses.replace(g, **changes)
     t = classify(ng.target if changes.get("chain") else ng.root)
-    ng.kind = OpKind(g.kind.kind, t.ranges, g.kind.iterators, g.kind.gathers)
+    ng.kind = dataclasses.replace(g.kind, ranges=t.ranges)  # the rest (contiguous_b, channelwise) as it was
     return ng, acc
 
 
@@ -376,11 +388,12 @@ def _origin(v: ir.Value, args: list[ir.Value], produced: list[tuple[ir.Value, tu
     return None
 
 
-def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
-                 alignment: int = DEFAULT_OFFSET_ALIGNMENT) -> tuple[list[Group], dict[int, Split]]:
-    """Groups with a tensor over `limit` bytes rebuilt for a chunk of rows; returns the new group list
+def split_groups(func_op: ir.Operation, groups: list[Group], limit: int, alignment: int = DEFAULT_OFFSET_ALIGNMENT,
+                 peel: Callable[[Group], int] | None = None) -> tuple[list[Group], dict[int, Split]]:
+    """Groups with a tensor over `limit` bytes rebuilt for a chunk of rows, and groups whose outermost loop
+    `peel(g)` (rows a thread takes at once; 0: none) does not divide, cut in two; returns the new group list
     (indices renumbered, ops retagged) and the Split of each chunked group by its index."""
-    if not limit:
+    if not limit and peel is None:
         return groups, {}
     name = Namer(func_op)
     args = list(func_op.regions[0].blocks[0].arguments)
@@ -388,14 +401,20 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
     produced: list[tuple[ir.Value, tuple[int, ...]]] = []  # tensor -> indices of the groups that write it
     for g in groups:
         ops = _group_ops(g)
-        big = _oversized(ops, g, limit)
-        if not big:
+        big = _oversized(ops, g, limit) if limit else []
+        cut = None
+        if big:
+            choice, rows, chunked, reasons = _choose_loop(g, ops, limit, alignment, args, produced, name)
+            if choice is None:
+                _unsplittable(big, limit, name, reasons)
+            cut = choice, rows, chunked
+        elif peel is not None:
+            cut = _peel(g, ops, peel(g), alignment, args, produced, name)
+        if cut is None:
             produced.append((g.target.results[0], (len(out),)))
             out.append((g, None))
             continue
-        choice, rows, chunked, reasons = _choose_loop(g, ops, limit, alignment, args, produced, name)
-        if choice is None:
-            _unsplittable(big, limit, name, reasons)
+        choice, rows, chunked = cut
         full, tail = divmod(choice.extent, rows)
         acc, dest = _destination(g, ops)
         if _is_empty(acc):
@@ -417,6 +436,14 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
         for old, _ in permuted:
             if not list(old.uses):
                 old.owner.operation.erase()
+    # The plan launches the groups' kernels in block order, and a Split (like the profiler's records) belongs to
+    # its group's launch: the list follows the block, and the groups a chunked buffer comes from are renumbered.
+    position = {}
+    for i, op in enumerate(func_op.regions[0].blocks[0].operations):
+        position.setdefault(op.operation, i)
+    order = sorted(range(len(out)), key=lambda i: position[out[i][0].target])
+    renumber = {old: new for new, old in enumerate(order)}
+    out = [(out[i][0], _renumbered(out[i][1], renumber)) for i in order]
     new_groups, splits = [], {}
     for i, (g, s) in enumerate(out):
         g.index = i
@@ -426,6 +453,42 @@ def split_groups(func_op: ir.Operation, groups: list[Group], limit: int,
         if s is not None:
             splits[i] = s
     return new_groups, splits
+
+
+def _renumbered(s: Split | None, renumber: dict[int, int]) -> Split | None:
+    if s is None:
+        return None
+    return dataclasses.replace(s, chunked=tuple((kind, tuple(renumber[i] for i in groups) if kind == "written"
+                                                 else groups, rb) for kind, groups, rb in s.chunked))
+
+
+def _peel(g: Group, ops: list[ir.Operation], rows_at_once: int, alignment: int, args: list[ir.Value],
+          produced: list, name: Namer) -> tuple[_Choice, int, list] | None:
+    """(the group's outermost loop, the rows of its first part, the chunked buffers' origins) where that loop's
+    extent has no divisor of at least half `rows_at_once` and a part of whole tiles, bound at aligned offsets,
+    leaves a remainder; else None."""
+    if rows_at_once < 2 or any(len(op.results) != 1 or op.name != "linalg.generic" for op in ops):
+        return None
+    ranges, its = classify(g.target).ranges, iterator_types(g.target)
+    loop = next((d for d, r in enumerate(ranges) if r > 1), None)
+    if loop is None or its[loop] != "parallel" or ranges[loop] <= rows_at_once or \
+            largest_divisor(ranges[loop], rows_at_once) * 2 > rows_at_once:
+        return None
+    c = _try_loop(g, ops, loop, 1 << 62, name, permute=False)
+    if isinstance(c, str):
+        return None
+    origins = [_origin(v, args, produced) for v in c.chunked]
+    if None in origins:
+        return None
+    quantum = rows_at_once
+    for _, rb in c.row_bytes:
+        quantum = math.lcm(quantum, alignment // math.gcd(alignment, rb))
+    rows = ranges[loop] // quantum * quantum
+    if not rows:
+        return None
+    chunked = [(kind, groups, nbytes(v.type) // c.extent) for (kind, groups), v in zip(origins, c.chunked)]
+    chunked.append(("result", (), nbytes(g.target.results[0].type) // c.extent))
+    return c, rows, chunked
 
 
 def _choose_loop(g: Group, ops: list[ir.Operation], limit: int, alignment: int,

@@ -67,6 +67,14 @@ def _map_all(c: Compilation) -> None:
         raise e.error from e.error.__cause__
 
 
+def _tile_rows(g, o) -> int:
+    """Rows of a matmul group's register tile; 0 where the profile tiles matmuls in workgroup memory (its own
+    tiles) or the group is no plain matmul."""
+    if g.kind.kind != "matmul" or g.chain or o.matmul_promote_tile or o.matmul_promote_tiles:
+        return 0
+    return int((o.matmul_thread_tile or o.thread_tile or (4, 4))[0])
+
+
 def _group_form(g, s: strategy.Strategy) -> tuple:
     """What decides whether a group's script runs: its ops, their maps and operand types, its strategy."""
     return tuple((op.name, op.attributes["indexing_maps"] if "indexing_maps" in op.attributes else None,
@@ -98,8 +106,10 @@ def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset(
         o = o.replace(row_fusion_private_bytes=0, row_fusion_shared_bytes=0)
     groups = dispatch.form_groups(c.func, o, narrowing=lambda g: coop_matrix.eligible(g, o, targets))
     # A kernel that would bind more than the device allows runs in chunks of one of its parallel loops.
+    # A matmul whose rows do not divide into its register tiles runs its first rows and the rest apart.
     groups, splits = split.split_groups(c.func, groups, o.max_bind_bytes or 0,
-                                        o.bind_offset_alignment or split.DEFAULT_OFFSET_ALIGNMENT)
+                                        o.bind_offset_alignment or split.DEFAULT_OFFSET_ALIGNMENT,
+                                        peel=lambda g: _tile_rows(g, o))
     for g in groups:
         if g.kind.kind == "matmul" and not g.chain:
             # A matmul's epilogue is vectorized row by row: an operand read at a constant index (a row chain's
