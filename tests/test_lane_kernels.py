@@ -128,7 +128,8 @@ def test_elementwise_tiles_of_eight_split_in_halves(device, cols):
 @pytest.mark.parametrize("rows,cols", [(64, 1000), (6, 1001)])
 def test_row_loops_vectorized(device, rows, cols):
     """softmax and a layernorm-like chain: one row per thread, column loops on vec4 with vec4 partial sums and
-    maxima (compiler/lowering/loop_vectorize.py); 1001 columns stay scalar."""
+    maxima (compiler/lowering/loop_vectorize.py); of 1001 columns the last stays in the scalar loop, which goes on
+    from the vector loop's partials."""
     g = portable.Graph()
     x, gamma = g.input((rows, cols)), g.input((cols,))
     xc = g.sub(x, g.mean(x, axis=-1, keepdims=True))
@@ -138,7 +139,7 @@ def test_row_loops_vectorized(device, rows, cols):
     _, before = _compile(device, g.to_mlir())
     exe, after = _compile(device, g.to_mlir(), loop_vectorize=4)
     assert "OpLoad %v4float" not in before
-    assert ("OpLoad %v4float" in after) == (cols % 4 == 0)
+    assert "OpLoad %v4float" in after
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 

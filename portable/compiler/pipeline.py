@@ -231,7 +231,8 @@ STAGES: list[Stage] = [
     Stage("rewrites", _rewrites),
     # Contractions read in another layout (attention) get batch-matmul operands; matmul loops that folded reshapes
     # split (a projection into heads) are joined again: plain matmuls.
-    Stage("contraction-layout", _passes_if(CLEAN, lambda c: contraction_layout.canonical_contractions(c.func))),
+    Stage("contraction-layout", _passes_if(CLEAN, lambda c: contraction_layout.canonical_contractions(
+        c.func, keep_ragged=bool(c.options.loop_vectorize)))),
     Stage("collapse-loops", _passes_if(CLEAN, lambda c: collapse_dims.collapse_matmul_loops(c.func))),
     Stage("windows", _passes_if(CLEAN, lambda c: windows.unroll_small_windows(c.func, c.options.window_taps or 0))),
     Stage("split-k", _passes_if(GENERALIZE, lambda c: split_k.split_matmuls(c.func, c.options))),  # fills: named ops

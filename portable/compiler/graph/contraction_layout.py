@@ -14,10 +14,12 @@ and the output, m loops the first side and the output, n loops the second and th
 a contraction with a loop of any other role, or without m, n and k loops, is left as it is, and so are products too
 small for the copies to pay (m or n under MIN_EXTENT). Matmuls the strategies already know are not touched.
 
-A product whose n extent is no multiple of VECTOR (attention scores over 127 tokens) is left as it is too: in
-batch-matmul order n is the vector dimension, and a ragged one leaves only scalar or one-column tiles (BERT-Mini at
-seq 127, Q.K^T per layer: 1.2 ms on PoCL, 25 ms on lavapipe), where the layout as exported reads both sides along
-k, contiguous (0.1-0.6 ms on PoCL)."""
+On the CPU drivers (`keep_ragged`: profiles that vectorize a thread's loops, loop_vectorize) a product whose n extent
+is no multiple of VECTOR (attention scores over 127 tokens) is left as it is too: in batch-matmul order n is the
+vector dimension, and a ragged one leaves only scalar or one-column tiles (BERT-Mini at seq 127, Q.K^T per layer:
+1.2 ms on PoCL, 25 ms on lavapipe), where the layout as exported reads both sides along k, contiguous (0.1-0.6 ms
+on PoCL). GPUs keep the batch-matmul order, whose staged tiles were 29x faster than the exported layout at seq 128
+(H100)."""
 
 from __future__ import annotations
 
@@ -150,8 +152,9 @@ def _side(op: ir.Operation, ranges: list[int], value: ir.Value, ops: list[ir.Ope
     return gen.results[0]
 
 
-def canonical_contractions(func_op: ir.Operation) -> int:
-    """Rebuild every contraction of another layout over batch-matmul operands; returns how many."""
+def canonical_contractions(func_op: ir.Operation, keep_ragged: bool = False) -> int:
+    """Rebuild every contraction of another layout over batch-matmul operands (with `keep_ragged`, not those whose
+    n is ragged); returns how many."""
     todo = []
     for op in find_ops(func_op, ("linalg.generic",)):
         ranges = loop_ranges(op) if classify(op).kind != "matmul" else None  # None also where a shape is dynamic
@@ -159,7 +162,7 @@ def canonical_contractions(func_op: ir.Operation) -> int:
         if plan is None:
             continue
         m, n = math.prod(ranges[d] for d in plan[7]), math.prod(ranges[d] for d in plan[8])
-        if min(m, n) < MIN_EXTENT or n % VECTOR:
+        if min(m, n) < MIN_EXTENT or (keep_ragged and n % VECTOR):
             continue
         todo.append((op, ranges, plan))
     for op, ranges, (x, xops, xin, y, yops, yin, batch, m, n, k) in todo:
