@@ -3,6 +3,9 @@
     python benchmarks/h200_models.py export .h200m            # here: ONNX, seeded weights, packages, skeletons
     python benchmarks/h200_models.py run .h200m --out r.json  # GPU host: portable per API vs PyTorch eager
 
+`--seq N` (both sides, same N; default 128) sets BERT-base's sequence length: the ONNX model is exported at that
+length, so each length needs its own export folder (e.g. `export .h200m127 --seq 127 --models bert_base`).
+
 The export also writes `<model>-b<batch>.<api>.sources.json` (ONNX nodes and FLOPs per dispatch) for `portable
 profile --sources` on the GPU host; benchmarks/h200_run.sh is the GPU host's side of a run.
 
@@ -230,11 +233,13 @@ def run(src: Path, out: Path, iters: int, devices: list[str], only: list[str], k
 
 
 def main(argv=None) -> int:
+    global SEQ
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export")
     e.add_argument("dir", type=Path)
     e.add_argument("--models", default=",".join(MODELS))
+    e.add_argument("--seq", type=int, default=SEQ, help="BERT-base's sequence length")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--out", type=Path, required=True)
@@ -242,7 +247,9 @@ def main(argv=None) -> int:
     r.add_argument("--device", default="vulkan:0,opencl:0")
     r.add_argument("--models", default=",".join(MODELS))
     r.add_argument("--keep", action="store_true", help="keep the restored packages (for portable profile)")
+    r.add_argument("--seq", type=int, default=SEQ, help="BERT-base's sequence length, as exported")
     a = ap.parse_args(argv)
+    SEQ = a.seq
     only = [m for m in a.models.split(",") if m]
     if a.cmd == "export":
         export(a.dir, only)

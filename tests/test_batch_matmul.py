@@ -196,3 +196,41 @@ def test_attention_scores_in_the_projections_layout_run_like_numpy(device, profi
         q, k = q + bias, k + bias
     np.testing.assert_allclose(y, np.einsum("bihd,bjhd->bhij", q * 0.5, k * 0.5), rtol=1e-4, atol=1e-4)
     exe.close()
+
+
+def test_ragged_sequence_runs_like_onnxruntime(device, tmp_path):
+    """A Hugging Face BERT exported with a dynamic sequence length, run at 37 tokens (a prime: no tile divides the
+    rows, the keys or the softmax rows) through portable.run: the projections run their rows in two parts, the
+    scores read both sides along the head dimension, and the answer matches onnxruntime."""
+    torch = pytest.importorskip("torch", reason="exporting the model needs torch (models extra)")
+    pytest.importorskip("transformers", reason="the model comes from transformers (models extra)")
+    ort = pytest.importorskip("onnxruntime", reason="the reference is onnxruntime (test extra)")
+    from portable.zoo.builders import _transformers
+
+    tf = _transformers()
+    torch.manual_seed(0)
+    bert = tf.BertModel(tf.BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=256, vocab_size=1000)).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, ids, mask, types):
+            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    ids = torch.randint(0, 1000, (1, 16))
+    path = str(tmp_path / "bert.onnx")
+    torch.onnx.export(Hidden(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), path, opset_version=17,
+                      dynamo=False, input_names=list(names), output_names=["last_hidden_state"],
+                      dynamic_axes={n: {1: "seq"} for n in names})
+    ids = np.random.default_rng(6).integers(0, 1000, (1, 37)).astype(np.int64)
+    inputs = [ids, np.ones_like(ids), np.zeros_like(ids)]
+    want = ort.InferenceSession(path).run(None, dict(zip(names, inputs)))[0]
+    with portable.compile(path, device=device, input_shapes={n: (1, 37) for n in names}) as exe:
+        y, = exe(*inputs)
+        parts = [d for d in exe.executable.dispatches if d.offsets and any(d.offsets)]
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    assert parts, "no projection ran its rows in two parts"

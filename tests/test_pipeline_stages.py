@@ -440,16 +440,24 @@ def test_contraction_layout_gives_attention_scores_batch_matmul_operands():
         assert [classify(m).ranges for m in matmuls] == [(4, 32, 32, 16)]
 
 
-def test_contraction_layout_leaves_ragged_scores_on_cpu_drivers():
-    """Scores over 31 tokens: in batch-matmul order the vector dimension would be the 31 keys, so on the CPU drivers
-    the product keeps the layout it was exported in (both sides read along d); a GPU profile stages it anyway."""
+def test_contraction_layout_ragged_scores_on_cpu_drivers():
+    """Scores over 31 tokens: in (batch, k, n) order the vector dimension would be the 31 keys, so on the CPU drivers
+    the keys' side is copied as (batch, n, k), both sides read along d; a GPU profile stages (batch, k, n)."""
+    from portable.ir.linalg_info import classify, iterator_types
+
+    def copies(name):
+        _, c, changed = _at(text, "contraction-layout", _options(name))
+        assert changed
+        generics = find_ops(c.module.operation, ("linalg.generic",))
+        return sorted(tuple(g.results[0].type.shape) for g in generics
+                      if "reduction" not in iterator_types(g) and classify(g).kind != "fill")
+
     text = ATTENTION_SCORES.replace("2x32x2x16", "2x31x2x16").replace("2x2x32x32", "2x2x31x31")
     for name in ("pocl", "lavapipe"):
-        assert not _at(text, "contraction-layout", _options(name))[2]
-    assert _at(text, "contraction-layout", _options("nvidia"))[2]
-    queries = ATTENTION_SCORES.replace("%q: tensor<2x32x2x16xf32>", "%q: tensor<2x31x2x16xf32>").replace(
-        "2x2x32x32", "2x2x31x32").replace("ins(%q, %k : tensor<2x32x2x16xf32>", "ins(%q, %k : tensor<2x31x2x16xf32>")
-    assert _at(queries, "contraction-layout", _options("pocl"))[2]  # ragged queries (m) alone: keys are vectors
+        assert copies(name) == [(2, 2, 31, 16), (2, 2, 31, 16)]
+    assert copies("nvidia") == [(2, 2, 16, 31), (2, 2, 31, 16)]
+    text = ATTENTION_SCORES  # 32 keys: (batch, k, n) everywhere
+    assert copies("pocl") == [(2, 2, 16, 32), (2, 2, 32, 16)]
 
 
 GATHERED_FACTOR = """

@@ -15,11 +15,11 @@ a contraction with a loop of any other role, or without m, n and k loops, is lef
 small for the copies to pay (m or n under MIN_EXTENT). Matmuls the strategies already know are not touched.
 
 On the CPU drivers (`keep_ragged`: profiles that vectorize a thread's loops, loop_vectorize) a product whose n extent
-is no multiple of VECTOR (attention scores over 127 tokens) is left as it is too: in batch-matmul order n is the
-vector dimension, and a ragged one leaves only scalar or one-column tiles (BERT-Mini at seq 127, Q.K^T per layer:
-1.2 ms on PoCL, 25 ms on lavapipe), where the layout as exported reads both sides along k, contiguous (0.1-0.6 ms
-on PoCL). GPUs keep the batch-matmul order, whose staged tiles were 29x faster than the exported layout at seq 128
-(H100)."""
+is no multiple of VECTOR (attention scores over 127 tokens) takes its second side in (batch, n, k) order instead:
+in (batch, k, n) order n is the vector dimension, and a ragged one leaves only scalar or one-column tiles, where
+both sides read along k are contiguous. BERT-Mini at seq 127, Q.K^T per layer: 1.2 -> 0.6 ms on PoCL, 25 -> 2.5 ms
+on lavapipe (the product left in its exported (b, s, h, d) layout took 0.9 and 11.5 ms). GPUs keep (batch, k, n),
+whose staged tiles were 29x faster than the exported layout at seq 128 (H100)."""
 
 from __future__ import annotations
 
@@ -153,8 +153,8 @@ def _side(op: ir.Operation, ranges: list[int], value: ir.Value, ops: list[ir.Ope
 
 
 def canonical_contractions(func_op: ir.Operation, keep_ragged: bool = False) -> int:
-    """Rebuild every contraction of another layout over batch-matmul operands (with `keep_ragged`, not those whose
-    n is ragged); returns how many."""
+    """Rebuild every contraction of another layout over batch-matmul operands (with `keep_ragged`, a ragged n
+    takes the second side as (batch, n, k)); returns how many."""
     todo = []
     for op in find_ops(func_op, ("linalg.generic",)):
         ranges = loop_ranges(op) if classify(op).kind != "matmul" else None  # None also where a shape is dynamic
@@ -162,16 +162,17 @@ def canonical_contractions(func_op: ir.Operation, keep_ragged: bool = False) -> 
         if plan is None:
             continue
         m, n = math.prod(ranges[d] for d in plan[7]), math.prod(ranges[d] for d in plan[8])
-        if min(m, n) < MIN_EXTENT or (keep_ragged and n % VECTOR):
+        if min(m, n) < MIN_EXTENT:
             continue
-        todo.append((op, ranges, plan))
-    for op, ranges, (x, xops, xin, y, yops, yin, batch, m, n, k) in todo:
+        todo.append((op, ranges, plan, keep_ragged and n % VECTOR != 0))
+    for op, ranges, (x, xops, xin, y, yops, yin, batch, m, n, k), rows_of_b in todo:
+        second = batch + n + k if rows_of_b else batch + k + n
         a = _side(op, ranges, x, xops, xin, batch + m + k)
-        b = _side(op, ranges, y, yops, yin, batch + k + n)
+        b = _side(op, ranges, y, yops, yin, second)
         loops = batch + m + n + k
         new_dim = {d: ir.AffineDimExpr.get(i) for i, d in enumerate(loops)}
         new_maps = [ir.AffineMap.get(len(loops), 0, [new_dim[d] for d in order])
-                    for order in (batch + m + k, batch + k + n, batch + m + n)]
+                    for order in (batch + m + k, second, batch + m + n)]
         its = iterator_types(op)
         out = op.operands[num_inputs(op)]
         acc_t = ir.RankedTensorType(out.type).element_type

@@ -6,6 +6,7 @@ the number of threads that share that tile. Threads of one workgroup take contig
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ...ir.linalg_info import OpKind
@@ -228,6 +229,18 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
+    if kind.kind == "row" and any(kind.ranges[d] % tile[d] for d in par[-3:]):
+        # Rows the power-of-two tiles do not divide (127 tokens) would give each thread a row count known only at
+        # run time, its rows kept in private arrays sized at run time, in scalar loops: threads that divide.
+        budget = _or(o.max_workgroup_invocations, invocations)
+        loops = list(reversed(par[-3:]))  # innermost first
+        for i, d in enumerate(loops):
+            threads[d] = tile[d] = tiles.largest_divisor(kind.ranges[d], min(budget, int(max_size[i])))
+            budget //= threads[d]
+        for d in reversed(loops):  # outer loops give their threads back first, down to min_workgroups
+            while math.prod(kind.ranges[e] // tile[e] for e in par if tile[e]) < _or(o.min_workgroups, 1) and \
+                    threads[d] > 1:
+                threads[d] = tile[d] = tiles.largest_divisor(kind.ranges[d], threads[d] - 1)
     if kind.kind == "matmul" and root is not None and root.contiguous_b and \
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
