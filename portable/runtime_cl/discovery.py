@@ -94,6 +94,9 @@ def _describe(index: int, platform: Any, device: Any) -> FoundDevice:
             "shared_memory_bytes": int(_query(device, "local_mem_size", 0)),
             "subgroup_size": _subgroup_size(device, extensions),
             "max_buffer_bytes": int(_query(device, "max_mem_alloc_size", 0)),
+            # A sub-buffer's offset is a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN (bits): plans that bind byte
+            # ranges align them to it (NVIDIA: 4096 bits).
+            "min_storage_buffer_offset_alignment": int(_query(device, "mem_base_addr_align", 1024) or 1024) // 8,
             "global_mem_bytes": int(_query(device, "global_mem_size", 0)),
             "fp16": "cl_khr_fp16" in extensions,
             # SIMD lanes of a float vector (PoCL: 8 with AVX2, 16 with AVX-512).
