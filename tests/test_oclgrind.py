@@ -58,6 +58,22 @@ def test_oclgrind_reports_a_write_past_a_buffer():
     assert any("Invalid write" in line for line in done.stderr.splitlines()), done.stderr[-2000:]
 
 
+LANES_SUMMED = WRITES_PAST_THE_END.replace(
+    "buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 16)",
+    "buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=__import__('numpy').ones(8, "
+    "'float32'))").replace(
+    '"__kernel void k(__global float *a) { a[get_global_id(0) + 1] = 1.0f; }"',
+    '"__kernel void k(__global float *a) { float4 v = vload4(0, a); a[get_global_id(0)] = v.x + v.y; }"')
+
+
+def _uninitialized_plugin_crashes() -> bool:
+    """Whether this Oclgrind's --uninitialized dies on a kernel that sums two lanes of a vector it loaded (21.10 does:
+    SIGSEGV), which is no fault of the kernel."""
+    done = subprocess.run(["oclgrind", "--uninitialized", sys.executable, "-c", LANES_SUMMED], capture_output=True,
+                          text=True, timeout=300, check=False)
+    return done.returncode < 0
+
+
 @NO_OCLGRIND
 @pytest.mark.parametrize("name", CASES)
 def test_opencl_kernels_under_oclgrind(name, tmp_path):
@@ -83,8 +99,15 @@ def test_opencl_kernels_under_oclgrind(name, tmp_path):
     case = json.loads((d / "case.json").read_text())
     (tmp_path / "case.json").write_text(json.dumps({"ptx": str(tmp_path / "k.ptx"), "data": str(tmp_path / "data.npz"),
                                                     "inputs": len(ins), "rtol": case["rtol"], "atol": case["atol"]}))
-    done = subprocess.run(["oclgrind", "--data-races", "--uninitialized", sys.executable, "-c", RUN,
-                           str(tmp_path / "case.json")], capture_output=True, text=True, timeout=600, check=False)
+    checks = ["--data-races", "--uninitialized"]
+    done = subprocess.run(["oclgrind", *checks, sys.executable, "-c", RUN, str(tmp_path / "case.json")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode < 0 and _uninitialized_plugin_crashes():
+        # Oclgrind's uninitialised-memory plugin dies on vector lanes summed (a vectorized row's horizontal
+        # reduction); the kernel is still checked for invalid accesses and races, and its results.
+        checks.remove("--uninitialized")
+        done = subprocess.run(["oclgrind", *checks, sys.executable, "-c", RUN, str(tmp_path / "case.json")],
+                              capture_output=True, text=True, timeout=600, check=False)
     reports = [line for line in done.stderr.splitlines() if any(r in line for r in REPORTS)]
     assert not reports, done.stderr[-4000:]
     assert done.returncode == 0, done.stderr[-4000:]
