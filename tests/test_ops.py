@@ -104,7 +104,10 @@ def test_fused_matmul_bias_relu_is_one_kernel(device):
     g.output(g.relu(g.add(g.matmul(a, b), bias)))
     check(g, [rand((129, 31)), rand((31, 257)), rand((257,))], device)
     exe = portable.compile(g, device=device)
-    assert len(exe.executable.dispatches) == 1
+    ds = exe.executable.dispatches
+    assert all(len(d.slots) == 4 for d in ds)  # a, b, bias and the output: bias and ReLU run inside the matmul
+    # One dispatch, or two where its 129 rows are peeled into whole register tiles and the rest (dispatch/split.py).
+    assert len(ds) == 1 or (len(ds) == 2 and any(ds[1].offsets))
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, (0, 2), None])
