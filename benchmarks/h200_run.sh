@@ -4,7 +4,7 @@
 # tree to measure), m/ (the export folder of h200_models.py less its .ptpk and .onnx files) and l/ (h200_llm.py's,
 # less llm.onnx and the .ptpk) and, for VAR=1, v/ (a benchmarks/variants_gpu.py make folder), for AV=1 av/. Switches: CV=1 (whole models; MODELS, ITERS, CV_S), LLM=1 (decode; NEW, LLM_S),
 # PROF="bert_base-b8 resnet50-b8" (portable profile of those restored packages until DEADLINE s). Everything lands in
-# $OUT/r and $OUT/r.tgz.
+# $OUT/r and $OUT/r.tgz. `python3 -P` keeps the checkout sent with the call off sys.path: .h200w/code is measured.
 #   CV=1 LLM=1 PROF="bert_base-b8 resnet50-b8" bash .h200w/h200_run.sh
 cd "$(dirname "$0")/.."  # the repository root: the script travels as .h200w/h200_run.sh
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
@@ -22,7 +22,7 @@ export OCL_ICD_VENDORS=/tmp/icd
 R=$OUT/r; mkdir -p $R
 pack() { (cd $OUT && tar czf r.tgz r); }
 trap pack EXIT
-{ date -u; echo "VK_DRIVER_FILES=$VK_DRIVER_FILES"; ls /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c "import portable,sys; print(portable.__file__)"; python3 -m portable devices; VK_LOADER_DEBUG=error,warn python3 -m portable devices 2>&1 | grep -i "loader\|error" | head -12; } 2>&1 | tee $R/env.txt
+{ date -u; echo "VK_DRIVER_FILES=$VK_DRIVER_FILES"; ls /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -P -c "import portable,sys; print(portable.__file__)"; python3 -P -m portable devices; VK_LOADER_DEBUG=error,warn python3 -P -m portable devices 2>&1 | grep -i "loader\|error" | head -12; } 2>&1 | tee $R/env.txt
 [ -n "$VAR" ] && timeout ${VAR_S:-120} python3 $W/code/benchmarks/variants_gpu.py run $W/v $R/variants.json ${VAR_DEV:-vulkan:0} 2>&1 | tee $R/variants.log
 # AV=1: .h200w/av (scripts/gpu_av.py make) under GPU-assisted validation; needs the vulkan-validationlayers .deb in .gl.
 [ -n "$AV" ] && { cat /etc/os-release | head -2; ldd /usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so | grep -i "not found"; } 2>&1 | tee $R/av_env.txt
@@ -32,6 +32,6 @@ trap pack EXIT
 for k in $PROF; do for api in vulkan opencl; do
   [ -e $W/m/$k.ptpk ] || continue
   left=$((${DEADLINE:-540} - SECONDS)); [ $left -gt 20 ] || continue
-  timeout $(( left < 50 ? left : 50 )) python3 -m portable profile $W/m/$k.ptpk --device $api:0 --runs 5 --sources $W/m/$k.$api.sources.json --json $R/$k-$api.profile.json --top 15 2>&1 | tee $R/$k-$api.profile.txt
+  timeout $(( left < 50 ? left : 50 )) python3 -P -m portable profile $W/m/$k.ptpk --device $api:0 --runs 5 --sources $W/m/$k.$api.sources.json --json $R/$k-$api.profile.json --top 15 2>&1 | tee $R/$k-$api.profile.txt
 done; done
 true
