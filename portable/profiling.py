@@ -38,8 +38,9 @@ class ProfileError(PortableError):
 # ---- compile side: which ONNX nodes and how many FLOPs each launch holds ------------------------------------
 @contextlib.contextmanager
 def _recording():
-    """Record, while a graph compiles, each dispatch group's source nodes and FLOPs (as formed, before tiling) and
-    each launch's dispatch count. The Executable keeps no such record, so the two steps are wrapped meanwhile."""
+    """Record, while a graph compiles, each dispatch group's source nodes and FLOPs (as launched: formed, then cut
+    into parts where it runs in chunks; before tiling) and each launch's dispatch count. The Executable keeps no
+    such record, so the two steps are wrapped meanwhile."""
     from .compiler import plan
     from .compiler.dispatch import split
     from .ir import locations
