@@ -75,18 +75,17 @@ def test_batch_of_matmuls_sharing_an_operand(device, make, profile):
     exe.close()
 
 
-@pytest.fixture(scope="module", params=[1, BATCH], ids=lambda b: f"batch{b}")
-def tiny_bert(request, tmp_path_factory) -> tuple[str, int]:
-    """A one-layer Hugging Face BERT (hidden 128, random weights from a seed) exported by torch.onnx as users do, at
-    batch 1 and 2: (path, batch)."""
+def _export_bert(path, hidden: int, intermediate: int, ids_shape: tuple[int, int], dynamic: bool = False) -> None:
+    """A one-layer Hugging Face BERT (2 heads, random weights from a seed) exported by torch.onnx as users do,
+    its sequence length dynamic where asked."""
     torch = pytest.importorskip("torch", reason="exporting the model needs torch (models extra)")
     pytest.importorskip("transformers", reason="the model comes from transformers (models extra)")
     from portable.zoo.builders import _transformers
 
     tf = _transformers()
     torch.manual_seed(0)
-    bert = tf.BertModel(tf.BertConfig(hidden_size=128, num_hidden_layers=1, num_attention_heads=2,
-                                      intermediate_size=512, vocab_size=1000)).eval()
+    bert = tf.BertModel(tf.BertConfig(hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=intermediate, vocab_size=1000)).eval()
 
     class Hidden(torch.nn.Module):
         def __init__(self):
@@ -96,12 +95,20 @@ def tiny_bert(request, tmp_path_factory) -> tuple[str, int]:
         def forward(self, ids, mask, types):
             return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
 
-    batch = request.param
-    ids = torch.randint(0, 1000, (batch, 128))
-    path = tmp_path_factory.mktemp("bert") / "bert.onnx"
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    ids = torch.randint(0, 1000, ids_shape)
     torch.onnx.export(Hidden(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(path), opset_version=17,
-                      dynamo=False, input_names=["input_ids", "attention_mask", "token_type_ids"],
-                      output_names=["last_hidden_state"])
+                      dynamo=False, input_names=names, output_names=["last_hidden_state"],
+                      dynamic_axes={n: {1: "seq"} for n in names} if dynamic else None)
+
+
+@pytest.fixture(scope="module", params=[1, BATCH], ids=lambda b: f"batch{b}")
+def tiny_bert(request, tmp_path_factory) -> tuple[str, int]:
+    """A one-layer Hugging Face BERT (hidden 128, random weights from a seed) exported by torch.onnx as users do, at
+    batch 1 and 2: (path, batch)."""
+    batch = request.param
+    path = tmp_path_factory.mktemp("bert") / "bert.onnx"
+    _export_bert(path, 128, 512, (batch, 128))
     return str(path), batch
 
 
@@ -202,30 +209,10 @@ def test_ragged_sequence_runs_like_onnxruntime(device, tmp_path):
     """A Hugging Face BERT exported with a dynamic sequence length, run at 37 tokens (a prime: no tile divides the
     rows, the keys or the softmax rows) through portable.run: the projections run their rows in two parts, the
     scores read both sides along the head dimension, and the answer matches onnxruntime."""
-    torch = pytest.importorskip("torch", reason="exporting the model needs torch (models extra)")
-    pytest.importorskip("transformers", reason="the model comes from transformers (models extra)")
     ort = pytest.importorskip("onnxruntime", reason="the reference is onnxruntime (test extra)")
-    from portable.zoo.builders import _transformers
-
-    tf = _transformers()
-    torch.manual_seed(0)
-    bert = tf.BertModel(tf.BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                                      intermediate_size=256, vocab_size=1000)).eval()
-
-    class Hidden(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, ids, mask, types):
-            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
-
     names = ("input_ids", "attention_mask", "token_type_ids")
-    ids = torch.randint(0, 1000, (1, 16))
     path = str(tmp_path / "bert.onnx")
-    torch.onnx.export(Hidden(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), path, opset_version=17,
-                      dynamo=False, input_names=list(names), output_names=["last_hidden_state"],
-                      dynamic_axes={n: {1: "seq"} for n in names})
+    _export_bert(path, 64, 256, (1, 16), dynamic=True)
     ids = np.random.default_rng(6).integers(0, 1000, (1, 37)).astype(np.int64)
     inputs = [ids, np.ones_like(ids), np.zeros_like(ids)]
     want = ort.InferenceSession(path).run(None, dict(zip(names, inputs)))[0]

@@ -98,37 +98,10 @@ def _unfuse_one(op: ir.Operation) -> bool:
             else:
                 return False
         local[x] = ir.AffineMap.get(len(shape), 0, res)
-    reuse = prod(ranges) // max(1, prod(shape))
-    elem = factor.type
-    width = elem.width if hasattr(elem, "width") else 32
-    if fusion_cost.keep_fused(fusion_cost.body_cost(needed), reuse, max(1, width // 8), prod(shape)):
+    if not _pays(ranges, factor, needed, shape):
         return False
     nin = num_inputs(op)
-    block = op.regions[0].blocks[0]
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    with ir.InsertionPoint(op), op.location:
-        ins = [op.operands[x] for x in xs]
-        pre_maps = [local[x] for x in xs] + [ir.AffineMap.get_identity(len(shape))]
-        pre = linalg.GenericOp([ir.RankedTensorType.get(shape, elem)], ins, [tensor.EmptyOp(shape, elem).result],
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(mp) for mp in pre_maps]),
-                               ir.ArrayAttr.get([par] * len(shape)))
-    pre_block = pre.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v in ins], elem)
-    mapped = {x: pre_block.arguments[i] for i, x in enumerate(xs)}
-    values: list[tuple[ir.Value, ir.Value]] = []
-
-    def lookup(v: ir.Value) -> ir.Value:
-        if isinstance(v, ir.BlockArgument) and v.owner == block:
-            return mapped[v.arg_number]
-        return next((new for old, new in values if old == v), v)
-
-    with ir.InsertionPoint(pre_block), op.location:
-        for o in block.operations:
-            if any(o == x for x in needed):
-                c = o.clone()
-                for j, v in enumerate(list(c.operands)):
-                    c.operands[j] = lookup(v)
-                values.extend(zip(o.results, c.results))
-        linalg.YieldOp([lookup(factor)])
+    pre = _materialize(op, factor, needed, xs, shape, [local[x] for x in xs])
     # f's result takes the largest x-side input's place: operand order is what convolution matching reads.
     order = [i for i in range(nin) if i not in xs or i == main]
     new_ins = [pre.results[0] if i == main else op.operands[i] for i in order]
@@ -158,10 +131,7 @@ def _unfuse_over_loops(op: ir.Operation, ranges: list[int], factor: ir.Value, ne
                 return False
     loops = sorted(dims)
     shape = [ranges[d] for d in loops]
-    reuse = prod(ranges) // max(1, prod(shape))
-    elem = factor.type
-    width = elem.width if hasattr(elem, "width") else 32
-    if fusion_cost.keep_fused(fusion_cost.body_cost(needed), reuse, max(1, width // 8), prod(shape)):
+    if not _pays(ranges, factor, needed, shape):
         return False
 
     def local(m: ir.AffineMap) -> ir.AffineMap:
@@ -169,14 +139,44 @@ def _unfuse_over_loops(op: ir.Operation, ranges: list[int], factor: ir.Value, ne
             ir.AffineDimExpr(e).position)) for e in m.results])
 
     nin = num_inputs(op)
+    pre = _materialize(op, factor, needed, xs, shape, [local(maps[x]) for x in xs], loops)
+    # The reduction reads f in the place of its first x-side input (or as a new first input): its other inputs
+    # keep their order.
+    rest = [i for i in range(nin) if i not in xs]
+    new_ins = [pre.results[0]] + [op.operands[i] for i in rest]
+    f_map = ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in loops])
+    new_maps = [f_map] + [maps[i] for i in rest] + [maps[nin]]
+    arg_map = [1 + rest.index(i) if i in rest else None for i in range(nin)] + [len(new_ins)]
+    new = rebuild_generic(op, new_ins, [op.operands[nin]], new_maps, iterator_types(op), arg_map,
+                          [op.results[0].type])
+    factor.replace_all_uses_with(new.regions[0].blocks[0].arguments[0])
+    _erase_unused(needed)
+    op.results[0].replace_all_uses_with(new.results[0])
+    op.erase()
+    return True
+
+
+def _pays(ranges: list[int], factor: ir.Value, needed: list[ir.Operation], shape: list[int]) -> bool:
+    """Whether the cost model takes f out: its values over `shape`, recomputed prod(ranges) / prod(shape) times."""
+    elem = factor.type
+    width = elem.width if hasattr(elem, "width") else 32
+    reuse = prod(ranges) // max(1, prod(shape))
+    return not fusion_cost.keep_fused(fusion_cost.body_cost(needed), reuse, max(1, width // 8), prod(shape))
+
+
+def _materialize(op: ir.Operation, factor: ir.Value, needed: list[ir.Operation], xs: list[int], shape: list[int],
+                 in_maps: list[ir.AffineMap], loops: list[int] | None = None) -> ir.Operation:
+    """A generic before `op` computing f (`needed`, yielding `factor`) over `shape` from `op`'s inputs `xs` read
+    through `in_maps`; `loops`: the loops of `op` that its dims stand for, where f reads loop indices."""
     block = op.regions[0].blocks[0]
+    elem = factor.type
     par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     with ir.InsertionPoint(op), op.location:
         ins = [op.operands[x] for x in xs]
-        pre_maps = [local(maps[x]) for x in xs] + [ir.AffineMap.get_identity(len(loops))]
+        pre_maps = in_maps + [ir.AffineMap.get_identity(len(shape))]
         pre = linalg.GenericOp([ir.RankedTensorType.get(shape, elem)], ins, [tensor.EmptyOp(shape, elem).result],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(mp) for mp in pre_maps]),
-                               ir.ArrayAttr.get([par] * len(loops)))
+                               ir.ArrayAttr.get([par] * len(shape)))
     pre_block = pre.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v in ins], elem)
     mapped = {x: pre_block.arguments[i] for i, x in enumerate(xs)}
     values: list[tuple[ir.Value, ir.Value]] = []
@@ -198,20 +198,7 @@ def _unfuse_over_loops(op: ir.Operation, ranges: list[int], factor: ir.Value, ne
                     c.operands[j] = lookup(v)
             values.extend(zip(o.results, c.results))
         linalg.YieldOp([lookup(factor)])
-    # The reduction reads f in the place of its first x-side input (or as a new first input): its other inputs
-    # keep their order.
-    rest = [i for i in range(nin) if i not in xs]
-    new_ins = [pre.results[0]] + [op.operands[i] for i in rest]
-    f_map = ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in loops])
-    new_maps = [f_map] + [maps[i] for i in rest] + [maps[nin]]
-    arg_map = [1 + rest.index(i) if i in rest else None for i in range(nin)] + [len(new_ins)]
-    new = rebuild_generic(op, new_ins, [op.operands[nin]], new_maps, iterator_types(op), arg_map,
-                          [op.results[0].type])
-    factor.replace_all_uses_with(new.regions[0].blocks[0].arguments[0])
-    _erase_unused(needed)
-    op.results[0].replace_all_uses_with(new.results[0])
-    op.erase()
-    return True
+    return pre
 
 
 def _erase_unused(needed: list[ir.Operation]) -> None:
