@@ -96,6 +96,7 @@ class Codegen(Section):
     im2col_max_bytes: int | None = None
     conv_pixel_multiple: int | None = None
     conv_k_multiple: int | None = None
+    conv_winograd: bool | None = None
     max_loop_iterations: int | None = None
     max_vector_width: int | None = None
     max_bind_bytes: int | None = None

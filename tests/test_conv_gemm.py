@@ -75,9 +75,11 @@ def _kernels(exe) -> int:
 
 
 def _run(model, feeds, device, **overrides):
-    """(outputs, kernel count: _kernels) compiled with the device's profile, optionally overridden."""
+    """(outputs, kernel count: _kernels) compiled with the device's profile, optionally overridden; Winograd off
+    unless asked for (tests/test_winograd.py), so that the forms here are the ones tested."""
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **overrides)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **{"conv_winograd": False,
+                                                                                 **overrides})
     exe = compile_module(onnx_to_mlir(model), opts, (live.info.api,))
     from portable.api import CompiledGraph
 

@@ -22,8 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "onnxruntime and PyTorch, instead of the op workloads; default output <results dir>/models")
     b.add_argument("--zoo", nargs="?", const="", default=None, metavar="PATTERN",
                    help="with --models: zoo networks (a regex of `portable zoo --list` names; default MobileNetV2/V3, "
-                        "EfficientNet-B0, ResNet-18, BERT-mini) against onnxruntime and PyTorch eager, into a dated "
-                        "report under benchmarks/results/")
+                        "EfficientNet-B0, ResNet-18, BERT-mini) against onnxruntime, PyTorch eager and ncnn (Vulkan "
+                        "and CPU, converted with pnnx), into a dated report under benchmarks/results/")
     b.add_argument("--filter", default=None, metavar="PATTERN",
                    help="comma-separated globs or substrings of workload ids (e.g. 'matmul*,softmax')")
     b.add_argument("--out", type=Path, default=None, metavar="DIR",

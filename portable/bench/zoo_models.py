@@ -4,8 +4,9 @@ onnxruntime (CPU) and PyTorch eager, with geomean ratios, into a dated report.
 Per network, as `portable zoo` runs it: one process exports the ONNX file (or reuses the zoo cache) and times
 onnxruntime, the reference every output is checked against (status pass); one process per device compiles, checks and
 times portable (steady-state median); one process times the PyTorch module the file was exported from, eager (CPU
-here; on CUDA where the host has it). A ratio is peer time / portable time: above 1, portable is faster. ncnn (its
-Vulkan peer, models converted with pnnx) is not run here.
+here; on CUDA where the host has it); one process converts the file with pnnx and times ncnn on its Vulkan
+backend and on its CPU backend (bench/ncnn_peer.py). A ratio is peer time / portable time: above 1, portable is
+faster.
 
     python -m portable.bench.zoo_models torch NAME CACHE RESULT.json     # the PyTorch worker
 """
@@ -22,9 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+from . import ncnn_peer
+
 DEFAULT_ZOO = r"^(mobilenet_v2-legacy13|mobilenet_v3_large-dynamo18|efficientnet_b0-legacy17|resnet18-legacy17|" \
               r"bert_mini-legacy17)$"
 TORCH_RUNS, TORCH_BUDGET_S = 20, 20.0
+RATIOS = ("vs_onnxruntime", "vs_pytorch", "vs_ncnn_vulkan")
 
 
 def torch_worker(name: str, cache: Path) -> dict:
@@ -85,6 +89,9 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
             continue
         tj = _job_torch(e.name, cache, timeout_s, env)
         rec["pytorch"] = tj
+        nc = ncnn_peer.job(e.name, cache, timeout_s, env)
+        rec["ncnn"] = nc
+        ncnn_ms = nc.get("vulkan", {}).get("ms")
         for d in devices:
             r = _job(["run", e.name, str(cache), d], timeout_s, env)
             rec[d] = {k: r.get(k) for k in ("status", "steady_ms", "steady_runs", "compile_s", "dispatches",
@@ -94,12 +101,12 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
                 rec[d]["vs_onnxruntime"] = prep["ort_ms"] / ms
                 if tj.get("torch_ms"):
                     rec[d]["vs_pytorch"] = tj["torch_ms"] / ms
+                if ncnn_ms:
+                    rec[d]["vs_ncnn_vulkan"] = ncnn_ms / ms
             print(f"{e.name} {d}: {r.get('status')} {ms} ms (onnxruntime {prep['ort_ms']} ms, pytorch "
-                  f"{tj.get('torch_ms')} ms)", flush=True)
+                  f"{tj.get('torch_ms')} ms, ncnn-vulkan {ncnn_ms} ms)", flush=True)
         _save(res, out)
-    res["geomean"] = {d: {"vs_onnxruntime": _geomean([m.get(d, {}).get("vs_onnxruntime") for m in
-                                                       res["models"].values()]),
-                          "vs_pytorch": _geomean([m.get(d, {}).get("vs_pytorch") for m in res["models"].values()]),
+    res["geomean"] = {d: {**{k: _geomean([m.get(d, {}).get(k) for m in res["models"].values()]) for k in RATIOS},
                           "models": sum(1 for m in res["models"].values() if m.get(d, {}).get("vs_onnxruntime"))}
                       for d in devices}
     _save(res, out)
@@ -131,25 +138,42 @@ def _f(x, fmt="{:.2f}") -> str:
     return fmt.format(x) if isinstance(x, (int, float)) and x is not None else "-"
 
 
+def _peer_ms(m: dict, path: tuple[str, ...]) -> str:
+    r = m
+    for k in path:
+        r = r.get(k, {}) if isinstance(r, dict) else {}
+    if isinstance(r, dict) and "ms" in r:
+        return _f(r["ms"])
+    return "-"
+
+
 def markdown(res: dict) -> str:
     devs = res["devices"]
     intro = (f"Host {res['host']}, {res['cpu_count']} CPUs. Command: `{res['command']}`. Times are medians of "
-             f"steady-state calls (ms); a ratio is peer time / portable time (above 1: portable faster).")
-    lines = [f"# Whole models: portable vs onnxruntime (CPU) and PyTorch eager ({res['date']})", "", intro, "",
-             "| model | onnxruntime | pytorch | " + " | ".join(f"{d} ms | x ort | x torch" for d in devs) + " |",
-             "|---|---|---|" + "---|---|---|" * len(devs)]
+             f"steady-state calls (ms); a ratio is peer time / portable time (above 1: portable faster). ncnn runs "
+             f"the pnnx conversion of the same ONNX file with its default options (fp16 storage and arithmetic "
+             f"where the device has them); its max relative error vs onnxruntime is in results.json.")
+    lines = [f"# Whole models: portable vs onnxruntime (CPU), PyTorch eager and ncnn ({res['date']})", "", intro, "",
+             "| model | onnxruntime | pytorch | ncnn-vulkan | ncnn-cpu | "
+             + " | ".join(f"{d} ms | x ort | x torch | x ncnn-vk" for d in devs) + " |",
+             "|---|---|---|---|---|" + "---|---|---|---|" * len(devs)]
     for name, m in res["models"].items():
-        cells = [name, _f(m.get("onnxruntime", {}).get("ort_ms")), _f(m.get("pytorch", {}).get("torch_ms"))]
+        cells = [name, _f(m.get("onnxruntime", {}).get("ort_ms")), _f(m.get("pytorch", {}).get("torch_ms")),
+                 _peer_ms(m, ("ncnn", "vulkan")), _peer_ms(m, ("ncnn", "cpu"))]
         for d in devs:
             r = m.get(d, {})
             ms = r.get("steady_ms") if r.get("status") == "pass" else None
-            cells += [_f(ms) if ms else (r.get("status") or "-"), _f(r.get("vs_onnxruntime"), "{:.3f}"),
-                      _f(r.get("vs_pytorch"), "{:.3f}")]
+            cells += [_f(ms) if ms else (r.get("status") or "-")] + [_f(r.get(k), "{:.3f}") for k in RATIOS]
         lines.append("| " + " | ".join(cells) + " |")
+    notes = [f"- {name}: ncnn: {m['ncnn']['error']}" for name, m in res["models"].items()
+             if m.get("ncnn", {}).get("error")]
+    if notes:
+        lines += ["", *notes]
     if "geomean" in res:
         lines += ["", "Geomean over the models that ran: " + "; ".join(
-            f"{d}: {_f(g['vs_onnxruntime'], '{:.3f}')}x onnxruntime, {_f(g['vs_pytorch'], '{:.3f}')}x PyTorch "
-            f"({g['models']} models)" for d, g in res["geomean"].items())]
+            f"{d}: {_f(g['vs_onnxruntime'], '{:.3f}')}x onnxruntime, {_f(g['vs_pytorch'], '{:.3f}')}x PyTorch, "
+            f"{_f(g.get('vs_ncnn_vulkan'), '{:.3f}')}x ncnn-vulkan ({g['models']} models)"
+            for d, g in res["geomean"].items())]
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from ...ir.linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
 from ...ir.mlir import arith, ir, linalg, tensor
 from ...ir.util import reassociation_attr, reassociation_groups
+from . import winograd as wino
 from .gathers import clamped, gather_generic, index_const, zero_pad_source
 from .generics import broadcast_constant, rebuild_generic
 from .horizontal import dense_constant
@@ -275,7 +276,8 @@ def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tup
     return nb, sh, sw, dh, dw
 
 
-def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0) -> bool:
+def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
+                        winograd: bool = False) -> bool:
     """linalg.conv_2d_nchw_fchw (and conv_2d_ngchw_gfchw) -> per image and group, W as an (F, C*KH*KW) matrix
     times patches as a (C*KH*KW, OH*OW) matrix: a plain matmul for one image and group, a batched one otherwise.
     A 1x1 stride-1 unpadded convolution multiplies the input viewed as (C, H*W) with no gather. Skipped (False)
@@ -293,7 +295,10 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     `k_multiple` (the profile's conv_k_multiple): in the plain gathered form for one image and group with constant
     weights, a reduction length C*KH*KW that it does not divide (a stem's 3*7*7 = 147, 3*3*3 = 27) is padded to
     one it does: zero patch rows and zero weight columns, so that the matmul steps K by whole vectors
-    (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196)."""
+    (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196).
+
+    `winograd` (the profile's conv_winograd): a 3x3 stride-1 convolution of one image with constant f32 weights,
+    wide enough for it to pay (winograd.worth_it), runs as F(2x2, 3x3) (winograd.py) instead."""
     params = _nchw_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
     if elem is None:
@@ -320,6 +325,9 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             pending = []
     groups += [pending + [nb], [nb + 1, nb + 2]]
     p = oh * ow
+    if winograd and _winograd(conv, src, low, w, init, (nb, batch, f, c, kh, kw, oh, ow), (sh, sw, dh, dw), elem,
+                              max_bytes):
+        return True
     # A 1x1 stride-1 convolution has no gather to reorder: the transposed form adds a copy of its input, paid
     # back only where the pixels do not fill even 4-wide vectors (MobileNetV2's 14x14 1x1 layers: 0.20 -> 0.29 ms).
     # Fewer pixels than a vector (squeeze-and-excitation's 1x1 convolutions over one pixel) keep the plain form: the
@@ -373,6 +381,28 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
         else:
             mm = _batched_matmul(wmat, patches, acc, len(kept), g_kept)
     _finish(conv, mm, groups, rest)
+    return True
+
+
+def _winograd(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value, dims: tuple,
+              strides: tuple, elem: ir.Type, max_bytes: int) -> bool:
+    """nchw_conv_to_matmul's Winograd form; False (nothing changed) where it does not apply or pay, or where its
+    transformed tiles (16 values per tile and channel, in and out) would exceed `max_bytes`."""
+    nb, batch, f, c, kh, kw, oh, ow = dims
+    if nb != 1 or batch != [1] or (kh, kw) != (3, 3) or strides != (1, 1, 1, 1) or \
+            not isinstance(elem, ir.F32Type) or any(low[:-2]) or not wino.worth_it(c, f, oh, ow):
+        return False
+    th, tw = wino.tiles(oh, ow)
+    if 16 * th * tw * max(c, f) * 4 > max_bytes:
+        return False
+    g = dense_constant(w)
+    if g is None:
+        return False
+    mm = wino.product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
+    scalar = fill_value(init)
+    zero = isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and \
+        ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0
+    _finish(conv, mm, [[0, 1], [2], [3]], None if zero else init)
     return True
 
 
@@ -570,11 +600,13 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
         expand = back.operation
 
 
-def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0) -> None:
+def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
+                    winograd: bool = False) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
     matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
     `pixel_multiple` (the profile's conv_pixel_multiple): an NCHW convolution with constant weights whose output
-    pixels per channel are not a multiple of it multiplies in the transposed form (see nchw_conv_to_matmul)."""
+    pixels per channel are not a multiple of it multiplies in the transposed form (see nchw_conv_to_matmul);
+    `winograd`: 3x3 stride-1 ones run as Winograd F(2x2, 3x3) where it pays (winograd.py)."""
     # Convolutions found first: rewriting one erases ops (its init, its consumers) that a live walk would visit.
     convs = []
     for op in func_op.regions[0].blocks[0].operations:
@@ -592,7 +624,8 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int =
                 if isinstance(v, ir.OpResult) and v.owner.operation.name == "tensor.expand_shape":
                     sink_expand(v.owner.operation)
                     break
-        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple, k_multiple)
+        nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple, k_multiple,
+                                                                    winograd)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \

@@ -253,8 +253,8 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         # vectors that the targets do not lower; e.g. 5x8 x 8x3): else the ragged tiles above stay.
         # A prime extent divides into one output per thread and a few threads per workgroup (a batch of 127x127
         # attention scores: 4 threads, one score each; 2.3 ms on PoCL where the ragged tiles above took 1.35): those
-        # keep the ragged tiles.
-        few = math.prod(t for t in dthreads if t) < invocations // 4
+        # keep the ragged tiles. Threads over the batch count for nothing here: they share no operand.
+        few = math.prod(dthreads[d] for d in par[-2:] if dthreads[d]) < invocations // 4
         if per[par[-1]] > 1 or (k_range % 2 == 0 and len(par) >= 2 and dtile[par[-2]] < kind.ranges[par[-2]]
                                 and not few):
             per_thread, tile, threads = per, dtile, dthreads
