@@ -42,7 +42,7 @@ def _model_path(name: str) -> Path:
     return p
 
 
-def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0) -> int:
+def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0, winograd: bool = False) -> int:
     """Dispatches the model should run at most: one per Conv, MaxPool, pooling/mean reduction and Gemm,
     plus one per Conv that reads its input through a gather (the im2col patch matrix of any Conv but a 1x1
     stride-1 unpadded one; the pad of a direct or depthwise Conv) and one per padded MaxPool. BatchNormalization,
@@ -51,7 +51,10 @@ def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0) -> int:
     1x1 convolutions ran direct with no gather: 3 kernels fewer on the ResNets, each 10-100x slower.)
     `pixel_multiple` (the device profile's conv_pixel_multiple): a convolution whose output pixels are ragged for
     it multiplies in the transposed form (compiler/graph/conv_gemm.py), one kernel more to transpose the product
-    back, and one more for a 1x1 convolution, whose input is then copied."""
+    back, and one more for a 1x1 convolution, whose input is then copied. `winograd` (conv_winograd): a 3x3
+    stride-1 convolution that takes Winograd's form (compiler/graph/winograd.py) runs five kernels (the input as
+    NHWC, its transform, the products, the output transform, the transpose back with the epilogue), three more
+    than im2col + matmul."""
     ops = Counter(n.op_type for n in model.graph.node)
 
     def ints(n, name):
@@ -60,17 +63,26 @@ def kernel_bound(model: onnx.ModelProto, pixel_multiple: int = 0) -> int:
     gathered = sum(1 for n in model.graph.node if n.op_type == "Conv" and
                    (any(ints(n, "pads")) or any(s != 1 for s in ints(n, "strides")) or
                     any(k != 1 for k in ints(n, "kernel_shape"))))
-    if pixel_multiple:  # convolutions in the transposed form: + the kernel that transposes the product back
+    if pixel_multiple or winograd:
+        from portable.compiler.graph import winograd as wino
+
         shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
                   for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+        weights = {t.name: list(t.dims) for t in model.graph.initializer}
         for n in model.graph.node:
             group = next((a.i for a in n.attribute if a.name == "group"), 1)
             if n.op_type != "Conv" or n.output[0] not in shapes or group != 1:
                 continue
+            out = shapes[n.output[0]]
+            f, c = weights[n.input[1]][:2]
+            if winograd and ints(n, "kernel_shape") == [3, 3] and set(ints(n, "strides") or [1]) == {1} and \
+                    set(ints(n, "dilations") or [1]) == {1} and wino.worth_it(c, f, out[2], out[3]):
+                gathered += 3
+                continue
             plain_view = not (any(ints(n, "pads")) or any(s != 1 for s in ints(n, "strides")) or
                               any(k != 1 for k in ints(n, "kernel_shape")))
-            p = int(np.prod(shapes[n.output[0]][2:]))
-            if p >= pixel_multiple and p % pixel_multiple and (not plain_view or p % 4):
+            p = int(np.prod(out[2:]))
+            if pixel_multiple and p >= pixel_multiple and p % pixel_multiple and (not plain_view or p % 4):
                 gathered += 2 if plain_view else 1  # a 1x1's input is copied (gathered) as well
     padded_pools = sum(1 for n in model.graph.node if n.op_type == "MaxPool" and any(ints(n, "pads")))
     return sum(ops[k] for k in ("Conv", "MaxPool", "GlobalAveragePool", "ReduceMean", "Gemm")) + gathered + padded_pools
@@ -122,7 +134,8 @@ def test_model_matches_onnxruntime(device, case, record_property):
     assert out.shape == ref.shape and out.dtype == np.float32
     scale = float(np.abs(ref).max())
     np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL * scale, err_msg=f"{name} on {device}")
-    bound = kernel_bound(onnx.load(str(path)), profiles.all_profiles()[profile].codegen.conv_pixel_multiple or 0)
+    codegen = profiles.all_profiles()[profile].codegen
+    bound = kernel_bound(onnx.load(str(path)), codegen.conv_pixel_multiple or 0, bool(codegen.conv_winograd))
     record_property("kernels", n_kernels)
     record_property("dispatches", n_dispatches)
     print(f"{name} on {device}: {n_kernels} distinct kernels, {n_dispatches} dispatches (bound {bound})")

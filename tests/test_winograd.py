@@ -63,7 +63,7 @@ def _forms(model) -> list[str]:
     (1, 32, 7, 64, 3, 1, 1, 1, "winograd"),  # ResNet's last stage: 16 tiles for 49 pixels
     (1, 16, 8, 16, 3, 2, 1, 1, "gemm"),      # stride 2
     (1, 16, 12, 16, 3, 1, 2, 1, "gemm"),     # dilated
-    (2, 16, 8, 16, 3, 1, 1, 1, "gemm"),      # two images
+    (2, 16, 8, 16, 3, 1, 1, 1, "winograd"),  # two images: their tiles are the matmuls' rows together
     (1, 8, 8, 16, 3, 1, 1, 1, "gemm"),       # too few channels to pay
     (1, 16, 3, 16, 3, 1, 1, 1, "gemm"),      # 3x3 output: tiles half empty
     (1, 16, 8, 16, 5, 1, 1, 1, "gemm"),      # 5x5
@@ -74,20 +74,21 @@ def test_which_convolutions_take_winograd(n, c, hw, f, k, stride, dil, group, fo
     assert _forms(model) == [form]
 
 
-# (c, h, w, f, pad, bias, residual): 'same' padding, odd outputs (a half-used last tile row and column), no padding
-# (a valid convolution reads only inside the image), asymmetric sizes.
+# (n, c, h, w, f, pad, bias, residual): 'same' padding, odd outputs (a half-used last tile row and column), no
+# padding (a valid convolution reads only inside the image), asymmetric sizes, a batch of three.
 VALUES = {
-    "same_8x8": (16, 8, 8, 16, 1, True, False),
-    "odd_9x13": (24, 9, 13, 32, 1, True, True),
-    "valid_10x11": (16, 10, 11, 24, 0, False, False),
-    "resnet_7x7": (32, 7, 7, 48, 1, True, True),
+    "same_8x8": (1, 16, 8, 8, 16, 1, True, False),
+    "odd_9x13": (1, 24, 9, 13, 32, 1, True, True),
+    "valid_10x11": (1, 16, 10, 11, 24, 0, False, False),
+    "resnet_7x7": (1, 32, 7, 7, 48, 1, True, True),
+    "batch3_odd": (3, 16, 7, 9, 16, 1, True, True),
 }
 
 
 @pytest.mark.parametrize("case", list(VALUES))
 def test_winograd_values(device, case):
-    c, h, w, f, pad, bias, residual = VALUES[case]
-    model, feeds, ref = conv_model(1, c, h, w, f, 3, pad=pad, bias=bias, relu=True, residual=residual, seed=3)
+    n, c, h, w, f, pad, bias, residual = VALUES[case]
+    model, feeds, ref = conv_model(n, c, h, w, f, 3, pad=pad, bias=bias, relu=True, residual=residual, seed=3)
     (out,), count = _run(model, feeds, device, conv_winograd=True, conv_pixel_multiple=0)
     _check(out, ref)
     # The input as HWC, its transform, the 16 products, the output transform, and the transpose back to NCHW with

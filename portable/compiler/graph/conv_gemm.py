@@ -297,7 +297,7 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     one it does: zero patch rows and zero weight columns, so that the matmul steps K by whole vectors
     (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196).
 
-    `winograd` (the profile's conv_winograd): a 3x3 stride-1 convolution of one image with constant f32 weights,
+    `winograd` (the profile's conv_winograd): a 3x3 stride-1 convolution with constant f32 weights,
     wide enough for it to pay (winograd.worth_it), runs as F(2x2, 3x3) (winograd.py) instead."""
     params = _nchw_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
@@ -389,20 +389,25 @@ def _winograd(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, in
     """nchw_conv_to_matmul's Winograd form; False (nothing changed) where it does not apply or pay, or where its
     transformed tiles (16 values per tile and channel, in and out) would exceed `max_bytes`."""
     nb, batch, f, c, kh, kw, oh, ow = dims
-    if nb != 1 or batch != [1] or (kh, kw) != (3, 3) or strides != (1, 1, 1, 1) or \
-            not isinstance(elem, ir.F32Type) or any(low[:-2]) or not wino.worth_it(c, f, oh, ow):
+    if nb != 1 or (kh, kw) != (3, 3) or strides != (1, 1, 1, 1) or not isinstance(elem, ir.F32Type) or \
+            any(low[:-2]) or not wino.worth_it(c, f, oh, ow):
         return False
     th, tw = wino.tiles(oh, ow)
-    if 16 * th * tw * max(c, f) * 4 > max_bytes:
+    if 16 * batch[0] * th * tw * max(c, f) * 4 > max_bytes:
         return False
     g = dense_constant(w)
     if g is None:
         return False
-    mm = wino.product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
+    res = wino.product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
     scalar = fill_value(init)
-    zero = isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and \
-        ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0
-    _finish(conv, mm, [[0, 1], [2], [3]], None if zero else init)
+    if not (isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and
+            ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0):
+        with ir.InsertionPoint(conv), conv.location:
+            res = _add_init(res, init)
+    conv.results[0].replace_all_uses_with(res)
+    conv.erase()
+    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
+        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
     return True
 
 
