@@ -400,12 +400,18 @@ def test_zoo_models_report_geomeans_and_marks_failures():
                                   "vs_ncnn_vulkan": 3.0}},
                "b": {"onnxruntime": {"ort_ms": 10.0}, "pytorch": {"error": "x"},
                      "ncnn": {"error": "ncnn takes float inputs; this model has a int64 input"},
-                     "opencl:0": {"status": "unsupported"}}},
+                     "opencl:0": {"status": "unsupported"}},
+               "c": {"onnxruntime": {"ort_ms": 10.0}, "pytorch": {"torch_ms": 20.0},
+                     "ncnn": {"vulkan": {"ms": 15.0, "max_rel": 1.0}, "cpu": {"ms": 7.0, "max_rel": 0.03}},
+                     "opencl:0": {"status": "pass", "steady_ms": 5.0, "vs_onnxruntime": 2.0, "vs_pytorch": 4.0}}},
            "geomean": {"opencl:0": {"vs_onnxruntime": 2.0, "vs_pytorch": 4.0, "vs_ncnn_vulkan": 3.0, "models": 1}}}
     text = markdown(res)
     assert "| a | 10.00 | 20.00 | 15.00 | 7.00 | 5.00 | 2.000 | 4.000 | 3.000 |" in text
     assert "| b | 10.00 | - | - | - | unsupported | - | - | - |" in text
     assert "- b: ncnn: ncnn takes float inputs" in text
+    # ncnn's answer past NCNN_WRONG is shown as wrong, and its drift noted
+    assert "| c | 10.00 | 20.00 | wrong (15.00) | 7.00 | 5.00 | 2.000 | 4.000 | - |" in text
+    assert "- c: ncnn's max relative error vs onnxruntime: vulkan 1.0e+00, cpu 3.0e-02 (past 0.5: not compared)" in text
     assert "opencl:0: 2.000x onnxruntime, 4.000x PyTorch, 3.000x ncnn-vulkan (1 models)" in text
 
 

@@ -6,8 +6,9 @@ filter as a matrix, on the register-blocked matmul path; 1x1 stride-1 convolutio
   per image (and group): the weights and the result keep their own layouts, so no transpose is needed.
 
 The matmul's result is reshaped to the convolution's; elementwise consumers of that reshape (bias, folded
-BatchNorm scale/shift, ReLU/Clip, residual add) are rebuilt on the matmul's layout (`sink_expand`), so dispatch
-formation fuses them in place into the matmul's kernel. Depthwise convolutions stay direct.
+BatchNorm scale/shift, ReLU/Clip, residual add) are rebuilt on the matmul's layout (conv_epilogue.py), so dispatch
+formation fuses them in place into the matmul's kernel. 3x3 stride-1 convolutions may take Winograd's form instead
+(winograd.py). Depthwise convolutions stay direct.
 """
 
 from __future__ import annotations
@@ -16,80 +17,12 @@ import re
 
 import numpy as np
 
-from ...ir.linalg_info import fill_value, indexing_maps, is_identity, iterator_types, num_inputs
+from ...ir.linalg_info import indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import arith, ir, linalg, tensor
-from ...ir.util import reassociation_attr, reassociation_groups
 from . import winograd as wino
+from .conv_epilogue import collapse, fill_accumulator, finish, prod, sink_expand, zero_attr
 from .gathers import clamped, gather_generic, index_const, zero_pad_source
-from .generics import broadcast_constant, rebuild_generic
 from .horizontal import dense_constant
-
-
-def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
-    """v viewed with each group of dims as one (a reshape, no kernel); v itself when nothing changes."""
-    t = ir.RankedTensorType(v.type)
-    if len(groups) == t.rank:
-        return v
-    shape = [_prod(t.shape[d] for d in g) for g in groups]
-    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, t.element_type), v,
-                                  reassociation_attr(groups)).result
-
-
-def _prod(xs) -> int:
-    p = 1
-    for x in xs:
-        p *= x
-    return p
-
-
-def _zero(elem: ir.Type) -> ir.Attribute:
-    return ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
-
-
-def _fill(init: ir.Value, shape: list[int], elem: ir.Type) -> tuple[ir.Value, ir.Value | None]:
-    """(accumulator of `shape` for the matmul, what remains to add to the convolution's result or None).
-    A fill becomes a fresh fill at the matmul's shape (it fuses into the matmul's kernel); any other init is
-    added afterwards by an elementwise epilogue, which then fuses too."""
-    scalar = fill_value(init)
-    if scalar is not None:
-        return linalg.fill(scalar, outs=[tensor.EmptyOp(shape, elem).result]), None
-    zero = arith.ConstantOp(elem, _zero(elem)).result
-    return linalg.fill(zero, outs=[tensor.EmptyOp(shape, elem).result]), init
-
-
-def _add_init(res: ir.Value, init: ir.Value) -> ir.Value:
-    """res + init elementwise at res's shape; a broadcast constant (an ONNX Conv's bias) is read through the
-    broadcast's map, so it costs neither a kernel nor a buffer of its own."""
-    t = ir.RankedTensorType(res.type)
-    elem = t.element_type
-    ident = ir.AffineMap.get_identity(t.rank)
-    bcast = broadcast_constant(init)
-    other, other_map = bcast if bcast is not None else (init, ident)
-    gen = linalg.GenericOp([t], [res, other], [tensor.EmptyOp(list(t.shape), elem).result],
-                           ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (ident, other_map, ident)]),
-                           ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * t.rank))
-    body = gen.regions[0].blocks.append(elem, elem, elem)
-    with ir.InsertionPoint(body):
-        add = arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp
-        linalg.YieldOp([add(body.arguments[0], body.arguments[1]).result])
-    return gen.results[0]
-
-
-def _finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]], rest: ir.Value | None) -> None:
-    """Reshape the matmul's result `mm` to the convolution's, add what the accumulator left out, replace the
-    convolution, and rebuild the elementwise consumers on the matmul's layout."""
-    out_t = ir.RankedTensorType(conv.results[0].type)
-    with ir.InsertionPoint(conv), conv.location:
-        res = tensor.ExpandShapeOp(out_t, mm, reassociation_attr(groups), [], list(out_t.shape)).result
-        if rest is not None:
-            res = _add_init(res, rest)
-    init = conv.operands[2]
-    conv.results[0].replace_all_uses_with(res)
-    conv.erase()
-    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
-        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
-    # With an add of the init, the add's input is the reshape: the add and what follows move to the matmul's layout.
-    sink_expand((list(res.owner.operation.operands)[0] if rest is not None else res).owner.operation)
 
 
 def _nhwc_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tuple[int, int, int, int] | None:
@@ -224,7 +157,7 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
     m = n * oh * ow
     if (kh, kw, sh, sw) == (1, 1, 1, 1) and src == x and list(src_t.shape[1:3]) == [oh, ow]:
         with ir.InsertionPoint(conv), conv.location:
-            _matmul(conv, _collapse(x, [[0, 1, 2], [3]]), w, init, m, f, elem)
+            _matmul(conv, collapse(x, [[0, 1, 2], [3]]), w, init, m, f, elem)
         return True
     if n * oh * ow * kh * kw * c * max(elem.width // 8, 1) > max_bytes:
         return False
@@ -239,21 +172,22 @@ def nhwc_conv_to_matmul(conv: ir.Operation, max_bytes: int) -> bool:
         ok_w, wv = clamped(_spatial(bow, bkw, sw, dw, low[2]), src_t.shape[2])
         v = tensor.ExtractOp(src, [bn, h, wv, bc]).result
         if masked:
-            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
+            zero = arith.ConstantOp(elem, zero_attr(elem)).result
+            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, zero).result
         return v
 
     cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([n, oh, ow, kh, kw, c], elem), body)
     with ir.InsertionPoint(conv), conv.location:
-        _matmul(conv, _collapse(cols, [[0, 1, 2], [3, 4, 5]]), w, init, m, f, elem)
+        _matmul(conv, collapse(cols, [[0, 1, 2], [3, 4, 5]]), w, init, m, f, elem)
     return True
 
 
 def _matmul(conv: ir.Operation, a: ir.Value, w: ir.Value, init: ir.Value, m: int, f: int, elem: ir.Type) -> None:
     """conv's result as the (M, K) patch matrix `a` times the HWCF filter viewed as (K, F)."""
-    b = _collapse(w, [[0, 1, 2], [3]])
-    acc, rest = _fill(init, [m, f], elem)
+    b = collapse(w, [[0, 1, 2], [3]])
+    acc, rest = fill_accumulator(init, [m, f], elem)
     mm = linalg.matmul(a, b, outs=[acc])
-    _finish(conv, mm, [[0, 1, 2], [3]], rest)
+    finish(conv, mm, [[0, 1, 2], [3]], rest)
 
 
 def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tuple[int, int, int, int, int] | None:
@@ -313,7 +247,7 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     src_t = ir.RankedTensorType(src.type)
     h, wd = src_t.shape[-2:]
     direct_view = kh == kw == 1 and sh == sw == 1 and not any(low) and (h, wd) == (oh, ow)
-    if not direct_view and _prod(batch) * c * kh * kw * oh * ow * max(elem.width // 8, 1) > max_bytes:
+    if not direct_view and prod(batch) * c * kh * kw * oh * ow * max(elem.width // 8, 1) > max_bytes:
         return False
     kept = [i for i in range(nb) if batch[i] > 1]  # batch dims the matmul keeps; unit ones are dropped
     # The result's dims grouped into the matmul's: unit batch dims join the next group; f; (oh, ow).
@@ -325,7 +259,7 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             pending = []
     groups += [pending + [nb], [nb + 1, nb + 2]]
     p = oh * ow
-    if winograd and _winograd(conv, src, low, w, init, (nb, batch, f, c, kh, kw, oh, ow), (sh, sw, dh, dw), elem,
+    if winograd and wino.rewrite(conv, src, low, w, init, (nb, batch, f, c, kh, kw, oh, ow), (sh, sw, dh, dw), elem,
                               max_bytes):
         return True
     # A 1x1 stride-1 convolution has no gather to reorder: the transposed form adds a copy of its input, paid
@@ -344,7 +278,7 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
         return True
     with ir.InsertionPoint(conv), conv.location:
         if direct_view:
-            patches = _collapse(src, groups[:-2] + [pending + [nb], [nb + 1, nb + 2]])
+            patches = collapse(src, groups[:-2] + [pending + [nb], [nb + 1, nb + 2]])
         else:
             masked = any(low) or h < (oh - 1) * sh + (kh - 1) * dh + 1 or wd < (ow - 1) * sw + (kw - 1) * dw + 1
             shape = [batch[i] for i in kept] + [c, kh, kw, oh, ow]
@@ -359,55 +293,28 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             v = tensor.ExtractOp(src, [at.get(i, index_const(0)) for i in range(nb)] + [bc, hh, ww]).result
             if masked:
                 v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v,
-                                   arith.ConstantOp(elem, _zero(elem)).result).result
+                                   arith.ConstantOp(elem, zero_attr(elem)).result).result
             return v
 
         cols = gather_generic(placeholder.operation, ir.RankedTensorType.get(shape, elem), body)
         nk = len(kept)
         with ir.InsertionPoint(conv), conv.location:
-            patches = _collapse(cols, [[i] for i in range(nk)] + [[nk, nk + 1, nk + 2], [nk + 3, nk + 4]])
+            patches = collapse(cols, [[i] for i in range(nk)] + [[nk, nk + 1, nk + 2], [nk + 3, nk + 4]])
     g_kept = nb == 2 and batch[1] > 1
     with ir.InsertionPoint(conv), conv.location:
         # Weights: (g,) f, c, kh, kw -> (g,) f, k; a unit group dim joins f.
         wr = len(w_shape)
         if nb == 2 and not g_kept:
-            wmat = _collapse(w, [[0, 1], [2, 3, 4]])
+            wmat = collapse(w, [[0, 1], [2, 3, 4]])
         else:
-            wmat = _collapse(w, [[i] for i in range(wr - 4)] + [[wr - 4], [wr - 3, wr - 2, wr - 1]])
+            wmat = collapse(w, [[i] for i in range(wr - 4)] + [[wr - 4], [wr - 3, wr - 2, wr - 1]])
         small = [batch[i] for i in kept] + [f, p]
-        acc, rest = _fill(init, small, elem)
+        acc, rest = fill_accumulator(init, small, elem)
         if not kept:
             mm = linalg.matmul(wmat, patches, outs=[acc])
         else:
             mm = _batched_matmul(wmat, patches, acc, len(kept), g_kept)
-    _finish(conv, mm, groups, rest)
-    return True
-
-
-def _winograd(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value, dims: tuple,
-              strides: tuple, elem: ir.Type, max_bytes: int) -> bool:
-    """nchw_conv_to_matmul's Winograd form; False (nothing changed) where it does not apply or pay, or where its
-    transformed tiles (16 values per tile and channel, in and out) would exceed `max_bytes`."""
-    nb, batch, f, c, kh, kw, oh, ow = dims
-    if nb != 1 or (kh, kw) != (3, 3) or strides != (1, 1, 1, 1) or not isinstance(elem, ir.F32Type) or \
-            any(low[:-2]) or not wino.worth_it(c, f, oh, ow):
-        return False
-    th, tw = wino.tiles(oh, ow)
-    if 16 * batch[0] * th * tw * max(c, f) * 4 > max_bytes:
-        return False
-    g = dense_constant(w)
-    if g is None:
-        return False
-    res = wino.product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
-    scalar = fill_value(init)
-    if not (isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and
-            ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0):
-        with ir.InsertionPoint(conv), conv.location:
-            res = _add_init(res, init)
-    conv.results[0].replace_all_uses_with(res)
-    conv.erase()
-    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
-        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
+    finish(conv, mm, groups, rest)
     return True
 
 
@@ -436,18 +343,18 @@ def _padded_k(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, in
         ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
         v = tensor.ExtractOp(src, [index_const(0), bc, hh, ww]).result
         ok = arith.AndIOp(arith.AndIOp(ok_h, ok_w).result, real).result
-        return arith.SelectOp(ok, v, arith.ConstantOp(elem, _zero(elem)).result).result
+        return arith.SelectOp(ok, v, arith.ConstantOp(elem, zero_attr(elem)).result).result
 
     cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([k_padded, oh, ow], elem), body)
     with ir.InsertionPoint(conv), conv.location:
-        patches = _collapse(cols, [[0], [1, 2]])
+        patches = collapse(cols, [[0], [1, 2]])
         wpad = np.zeros((f, k_padded), dtype=wv.dtype)
         wpad[:, :k] = wv.reshape(f, k)
         w_type = ir.RankedTensorType.get([f, k_padded], elem)
         wmat = arith.ConstantOp(w_type, ir.DenseElementsAttr.get(wpad, type=w_type)).result
-        acc, rest = _fill(init, [f, p], elem)
+        acc, rest = fill_accumulator(init, [f, p], elem)
         mm = linalg.matmul(wmat, patches, outs=[acc])
-    _finish(conv, mm, groups, rest)
+    finish(conv, mm, groups, rest)
     return True
 
 
@@ -471,19 +378,20 @@ def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, 
         ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
         v = tensor.ExtractOp(src, [index_const(0), bc, hh, ww]).result
         if masked:
-            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, arith.ConstantOp(elem, _zero(elem)).result).result
+            zero = arith.ConstantOp(elem, zero_attr(elem)).result
+            v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, zero).result
         return v
 
     cols = gather_generic(placeholder.operation, ir.RankedTensorType.get([oh, ow, c, kh, kw], elem), body)
     with ir.InsertionPoint(conv), conv.location:
-        patches = _collapse(cols, [[0, 1], [2, 3, 4]])
+        patches = collapse(cols, [[0, 1], [2, 3, 4]])
         wt_type = ir.RankedTensorType.get([k, f], elem)
         wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(
             np.ascontiguousarray(wv.reshape(f, k).T), type=wt_type)).result
-        acc, rest = _fill(init, [p, f], elem)
+        acc, rest = fill_accumulator(init, [p, f], elem)
         mm = linalg.matmul(patches, wt, outs=[acc])
         back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
-    _finish(conv, back, groups, rest)
+    finish(conv, back, groups, rest)
     return True
 
 
@@ -506,103 +414,6 @@ def _batched_matmul(wmat: ir.Value, patches: ir.Value, acc: ir.Value, nk: int, g
         prod = (arith.MulFOp if fl else arith.MulIOp)(body.arguments[0], body.arguments[1]).result
         linalg.YieldOp([(arith.AddFOp if fl else arith.AddIOp)(body.arguments[2], prod).result])
     return gen.results[0]
-
-
-def _collapse_operand(v: ir.Value, amap: ir.AffineMap, groups: list[list[int]],
-                      big: list[int]) -> tuple[ir.Value, ir.AffineMap] | None:
-    """Input `v` of an elementwise op over loops `big`, read through `amap`, re-expressed over the collapsed
-    loops (one per group): (operand, map), or None when its dims do not follow the groups."""
-    ng = len(groups)
-    if not isinstance(v.type, ir.RankedTensorType):
-        return None
-    t = ir.RankedTensorType(v.type)
-    group_of = {d: gi for gi, g in enumerate(groups) for d in g}
-    if amap.n_symbols == 0 and is_identity(amap) and t.rank == len(big):
-        p = v.owner.operation if isinstance(v, ir.OpResult) else None
-        if p is not None and p.name == "tensor.expand_shape" and reassociation_groups(p) == groups:
-            return p.operands[0], ir.AffineMap.get_identity(ng)  # the reshape of an earlier matmul's result
-        return _collapse(v, groups), ir.AffineMap.get_identity(ng)
-    # A broadcast: each non-unit dim of v reads one loop; every group v reads, it reads whole and in order.
-    runs: list[tuple[int, list[int]]] = []  # (group, v's dims) in v's order
-    for j, e in enumerate(amap.results):
-        if t.shape[j] == 1:
-            continue
-        if not isinstance(e, ir.AffineDimExpr):
-            return None
-        d = ir.AffineDimExpr(e).position
-        if big[d] != t.shape[j]:
-            return None
-        gi = group_of[d]
-        if runs and runs[-1][0] == gi:
-            runs[-1][1].append(j)
-        else:
-            runs.append((gi, [j]))
-    if len({gi for gi, _ in runs}) != len(runs):
-        return None
-    for gi, js in runs:
-        want = [d for d in groups[gi] if big[d] != 1]
-        got = [ir.AffineDimExpr(amap.results[j]).position for j in js]
-        if got != want:
-            return None
-    # v's own reassociation: each run with the unit dims before it (the last also takes those after it).
-    vgroups, start = [], 0
-    for i, (_, js) in enumerate(runs):
-        end = js[-1] + 1 if i < len(runs) - 1 else t.rank
-        vgroups.append(list(range(start, end)))
-        start = end
-    if not runs:
-        vgroups = []
-    if len(vgroups) != t.rank:
-        elem = t.element_type
-        shape = [_prod(t.shape[d] for d in g) for g in vgroups]
-        v = tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, elem), v, reassociation_attr(vgroups)).result
-    return v, ir.AffineMap.get(ng, 0, [ir.AffineDimExpr.get(gi) for gi, _ in runs])
-
-
-def sink_expand(expand: ir.Operation) -> ir.Operation:
-    """While the only user of reshape `expand` (small -> big) is an elementwise op that reads it in full, rebuild
-    that op over the small shape and reshape its result instead: the chain then runs on the matmul's layout,
-    where dispatch formation fuses it in place. Returns the last reshape."""
-    while True:
-        res = expand.results[0]
-        uses = list(res.uses)
-        if len(uses) != 1:
-            return expand
-        user = uses[0].owner.operation
-        if user.name != "linalg.generic" or any(it != "parallel" for it in iterator_types(user)):
-            return expand
-        nin = num_inputs(user)
-        ops_ = list(user.operands)
-        maps = indexing_maps(user)
-        if len(ops_) != nin + 1 or len(user.results) != 1 or not is_identity(maps[nin]) or \
-                any(o.name == "linalg.index" for o in user.regions[0].blocks[0].operations):
-            return expand
-        idx = next(i for i, v in enumerate(ops_) if v == res)
-        if idx >= nin or not is_identity(maps[idx]):
-            return expand
-        groups = reassociation_groups(expand)
-        big = list(ir.RankedTensorType(res.type).shape)
-        small_t = ir.RankedTensorType(expand.operands[0].type)
-        out = ops_[nin]
-        with ir.InsertionPoint(user), user.location:
-            new_ins = [_collapse_operand(v, m, groups, big) for v, m in zip(ops_[:nin], maps[:nin])]
-            if any(x is None for x in new_ins):
-                return expand  # (the collapses built so far are dead and go with the next cleanup)
-            p = out.owner.operation if isinstance(out, ir.OpResult) else None
-            if p is not None and p.name == "tensor.empty":
-                new_out = tensor.EmptyOp(list(small_t.shape), small_t.element_type).result
-            else:
-                new_out = _collapse(out, groups)
-        new = rebuild_generic(user, [v for v, _ in new_ins], [new_out], [m for _, m in new_ins] +
-                              [ir.AffineMap.get_identity(len(groups))], ["parallel"] * len(groups),
-                              list(range(nin + 1)), [small_t])
-        with ir.InsertionPoint(user), user.location:
-            back = tensor.ExpandShapeOp(user.results[0].type, new.results[0], reassociation_attr(groups), [], big)
-        user.results[0].replace_all_uses_with(back.result)
-        user.erase()
-        if not list(res.uses):
-            expand.erase()
-        expand = back.operation
 
 
 def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.linalg_info import fill_value
 from ...ir.mlir import arith, ir, linalg, tensor
 from ...ir.util import reassociation_attr
+from .conv_epilogue import add_init
 from .gathers import clamped, gather_generic, index_const
+from .horizontal import dense_constant
 
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
@@ -180,3 +183,32 @@ def product(conv: ir.Operation, src: ir.Value, low: tuple[int, int], g: np.ndarr
         u = arith.ConstantOp(u_type, ir.DenseElementsAttr.get(filter_transform(g), type=u_type)).result
         m = _products(v, u, elem)
     return output_transform(m, n, oh, ow, conv)
+
+
+def rewrite(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value, dims: tuple,
+            strides: tuple, elem: ir.Type, max_bytes: int) -> bool:
+    """Replace NCHW convolution `conv` (its input `src` with implicit zero padding `low`, weights `w`, init
+    `init`; dims (batch dims, batch, F, C, KH, KW, OH, OW), strides (sh, sw, dh, dw)) by its Winograd form; False
+    (nothing changed) where that does not apply or pay, or where its transformed tiles (16 values per tile and
+    channel, in and out) would exceed `max_bytes`."""
+    nb, batch, f, c, kh, kw, oh, ow = dims
+    if nb != 1 or (kh, kw) != (3, 3) or strides != (1, 1, 1, 1) or not isinstance(elem, ir.F32Type) or \
+            any(low[:-2]) or not worth_it(c, f, oh, ow):
+        return False
+    th, tw = tiles(oh, ow)
+    if 16 * batch[0] * th * tw * max(c, f) * 4 > max_bytes:
+        return False
+    g = dense_constant(w)
+    if g is None:
+        return False
+    res = product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
+    scalar = fill_value(init)
+    if not (isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and
+            ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0):
+        with ir.InsertionPoint(conv), conv.location:
+            res = add_init(res, init)
+    conv.results[0].replace_all_uses_with(res)
+    conv.erase()
+    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
+        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
+    return True
