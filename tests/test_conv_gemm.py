@@ -75,12 +75,11 @@ def _kernels(exe) -> int:
 
 
 def _run(model, feeds, device, **overrides):
-    """(outputs, kernel count: _kernels) compiled with the device's profile, optionally overridden; Winograd and
-    unrolled windows off unless asked for (tests/test_winograd.py, tests/test_windows.py), so that the forms here
-    are the ones tested."""
+    """(outputs, kernel count: _kernels) compiled with the device's profile, optionally overridden; Winograd off
+    unless asked for (tests/test_winograd.py), so that the forms here are the ones tested."""
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info),
-                **{"conv_winograd": False, "window_taps": 0, **overrides})
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), **{"conv_winograd": False,
+                                                                                 **overrides})
     exe = compile_module(onnx_to_mlir(model), opts, (live.info.api,))
     from portable.api import CompiledGraph
 
@@ -242,8 +241,7 @@ def test_depthwise_tiles_shrink_to_fill_the_device(device, fill):
     `fill_threads` each thread takes fewer (one each, 1568 outputs being under 4096), same answer."""
     model, feeds, ref = conv_model(1, 32, 7, 7, 32, 3, pad=1, group=32)
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), thread_tile=[8, 4], fill_threads=fill,
-                window_taps=0)  # the taps path, whose tiles this is about
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), thread_tile=[8, 4], fill_threads=fill)
     exe = compile_module(onnx_to_mlir(model), opts, (live.info.api,))
     conv = exe.dispatches[-1]
     threads = int(np.prod(conv.grid)) * int(np.prod(exe.kernels[conv.kernel].workgroup_size))

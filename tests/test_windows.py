@@ -1,6 +1,6 @@
 """Small-window reductions unrolled into elementwise ops (compiler/graph/windows.py, profile `window_taps`): forced on
-for every device here (pocl leaves it off), against numpy and against the same graph compiled without it; and the
-IR it makes."""
+for every device here (the CPU profiles leave it off), against numpy and against the same graph compiled
+without it; and the IR it makes."""
 
 from __future__ import annotations
 
@@ -189,18 +189,3 @@ def test_vulkan_vectorizes_only_contiguous_gathers():
     assert "v4float" not in disassemble(vk.kernels[0].spirv)
     cl = _nvidia_kernel(text, "opencl")
     assert "float4" in cl.kernels[0].opencl
-
-
-@pytest.mark.parametrize("hw, stride", [(10, 1), (11, 2)])
-def test_nchw_depthwise_conv_unrolls(device, hw, stride):
-    """An ONNX (NCHW) depthwise convolution: its loops run (n, h, w, c) while its output is (n, c, h, w). Unrolled, the
-    elementwise op runs over the output's dims and reads the padded input in place: one kernel with the bias and ReLU
-    where the taps path has the pad's kernel too; the values against the float64 reference."""
-    pytest.importorskip("onnx", reason="the model is built with 'onnx' (pip install 'portable[onnx]')")
-    from test_conv_gemm import _check, _run, conv_model
-
-    model, feeds, ref = conv_model(1, 8, hw, hw, 8, 3, stride=stride, pad=1, group=8, seed=5)
-    (out,), unrolled = _run(model, feeds, device, window_taps=9)
-    _check(out, ref)
-    (_, ), taps = _run(model, feeds, device, window_taps=0)
-    assert unrolled == 1 < taps, (unrolled, taps)

@@ -43,8 +43,8 @@ def _small_window(op: ir.Operation, max_taps: int) -> bool:
     if any(i != "reduction" for i in its[p:]) or math.prod(ranges[p:]) > max_taps:
         return False
     maps = indexing_maps(op)
-    if sorted(str(e) for e in maps[-1].results) != sorted(f"d{i}" for i in range(p)):
-        return False  # the output indexed by every parallel loop once, in any order (NCHW: loops n, h, w, c)
+    if [str(e) for e in maps[-1].results] != [f"d{i}" for i in range(p)]:
+        return False
     ins = maps[:num_inputs(op)]
     if not any(not isinstance(e, ir.AffineDimExpr) for m in ins for e in m.results):
         return False
@@ -130,10 +130,7 @@ def _unroll(op: ir.Operation) -> None:
     with ir.InsertionPoint(block), op.location:
         acc = block.arguments[0] if start is None else \
             arith.ConstantOp(start.type, start.owner.attributes["value"]).result
-        # The new op runs over the output's dims in order; loop d of the old one is the output dim it indexes.
-        at_out = [ir.AffineDimExpr(e).position for e in maps[-1].results]
-        out_idx = [linalg.IndexOp(d).result for d in range(p)]
-        idx = [out_idx[at_out.index(d)] for d in range(p)]
+        idx = [linalg.IndexOp(d).result for d in range(p)]
         for tap in taps:
             vals = []
             for k, v in enumerate(ins):
@@ -148,7 +145,7 @@ def _unroll(op: ir.Operation) -> None:
     inlined = [g for g in gathers if g is not None]
     if inlined and all(VECTOR_GATHER in g.attributes for g in inlined):
         # Unpadded dims read unchecked: vectorizable; with plain vector loads where no tap moves the innermost read.
-        inner = maps[-1].results[-1]  # the loop the output's innermost dim follows
+        inner = ir.AffineDimExpr.get(p - 1)
         read = [maps[k] for k in range(len(ins)) if list(body.arguments[k].uses)]  # a pool's window shape is not
         contiguous = all(ir.StringAttr(g.attributes[VECTOR_GATHER]).value == "contiguous" for g in inlined) and \
             all(m.results[-1] == inner for m in read)
