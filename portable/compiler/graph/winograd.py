@@ -12,8 +12,8 @@ For an NCHW convolution with constant weights g (F, C, 3, 3), over output tiles 
 
 The matmuls do 16 F C multiply-adds per tile where im2col + matmul does 36 (9 per output pixel), and the gathered
 matrix holds 16 C values per tile instead of 36. Every coefficient of B^T and A^T is 0 or +-1, so both transforms are
-additions and sign flips; G's halves are folded into U. Rounding stays near the direct product's (f32: about
-1e-6 relative in the zoo's networks).
+additions and sign flips; G's halves are folded into U. Rounding stays near the direct product's: the zoo's networks
+that take this form match onnxruntime to 3e-7 .. 1.1e-4 (max relative error), as they did through im2col.
 """
 
 from __future__ import annotations
