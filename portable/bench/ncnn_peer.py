@@ -8,6 +8,7 @@ against the onnxruntime reference the zoo recorded.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
@@ -33,13 +34,13 @@ def convert(model: Path, shapes: list[tuple[int, ...]], out: Path) -> tuple[Path
         import pnnx
     except ImportError:
         raise PeerUnavailable("pnnx is not installed: pip install -e '.[models]'") from None
-    out.mkdir(parents=True, exist_ok=True)
     param, binf = out / "model.ncnn.param", out / "model.ncnn.bin"
-    if param.exists() and binf.exists():
-        return param, binf
     src = out / "model.onnx"  # pnnx writes its side files beside its input: keep them out of site-packages
-    if not src.exists():
-        shutil.copyfile(model, src)
+    if src.exists() and filecmp.cmp(model, src, shallow=False) and param.exists() and binf.exists():
+        return param, binf  # converted before from this very file
+    shutil.rmtree(out, ignore_errors=True)  # a conversion of an older export
+    out.mkdir(parents=True)
+    shutil.copyfile(model, src)
     arg = ",".join("[" + ",".join(str(d) for d in s) + "]" for s in shapes)
     p = subprocess.run([pnnx.EXEC_PATH, src.name, f"inputshape={arg}", f"ncnnparam={param.name}",
                         f"ncnnbin={binf.name}"], cwd=out, capture_output=True, text=True,
