@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import peer_process
+
 RUNS, BUDGET_S = 10, 20.0
 CONVERT_TIMEOUT_S = 600
 
@@ -135,30 +137,9 @@ def worker(name: str, cache: Path) -> dict:
 
 
 def job(name: str, cache: Path, timeout_s: float, env: dict) -> dict:
-    """The worker in a process of its own (a crash or hang in the peer costs its record only)."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="portable-bench-ncnn-") as tmp:
-        result = Path(tmp) / "r.json"
-        try:
-            p = subprocess.run([sys.executable, "-m", "portable.bench.ncnn_peer", name, str(cache), str(result)],
-                               capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout_s:.0f} s"}
-        if result.exists():
-            return json.loads(result.read_text())
-        return {"error": ((p.stderr or p.stdout).strip().splitlines() or [f"exit {p.returncode}"])[-1][:300]}
-
-
-def main(argv: list[str]) -> int:
-    name, cache, result = argv[:3]
-    try:
-        rec = worker(name, Path(cache))
-    except Exception as e:  # noqa: BLE001 - a failed peer is a record
-        rec = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-    Path(result).write_text(json.dumps(rec))
-    return 0
+    """The worker in a process of its own (bench/peer_process.py)."""
+    return peer_process.run("portable.bench.ncnn_peer", [name, str(cache)], timeout_s, env)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(peer_process.serve(worker, sys.argv[1:]))

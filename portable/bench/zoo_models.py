@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import ncnn_peer
+from . import ncnn_peer, peer_process
 
 DEFAULT_ZOO = r"^(mobilenet_v2-legacy13|mobilenet_v3_large-dynamo18|efficientnet_b0-legacy17|resnet18-legacy17|" \
               r"bert_mini-legacy17)$"
@@ -120,19 +120,7 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
 
 
 def _job_torch(name: str, cache: Path, timeout_s: float, env: dict) -> dict:
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="portable-bench-torch-") as tmp:
-        result = Path(tmp) / "r.json"
-        try:
-            p = subprocess.run([sys.executable, "-m", "portable.bench.zoo_models", "torch", name, str(cache),
-                                str(result)], capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout_s:.0f} s"}
-        if result.exists():
-            return json.loads(result.read_text())
-        return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit {p.returncode}"]}
+    return peer_process.run("portable.bench.zoo_models", ["torch", name, str(cache)], timeout_s, env)
 
 
 def _save(res: dict, out: Path) -> None:
@@ -196,15 +184,9 @@ def markdown(res: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    mode, name, cache, result = argv[:4]
-    if mode != "torch":
-        raise SystemExit(f"unknown mode {mode!r}")
-    try:
-        rec = torch_worker(name, Path(cache))
-    except Exception as e:  # noqa: BLE001 - a failed peer is a record
-        rec = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-    Path(result).write_text(json.dumps(rec))
-    return 0
+    if not argv or argv[0] != "torch":
+        raise SystemExit(f"unknown mode {argv[:1]!r}")
+    return peer_process.serve(torch_worker, argv[1:])
 
 
 if __name__ == "__main__":

@@ -61,12 +61,14 @@ def add_init(res: ir.Value, init: ir.Value) -> ir.Value:
     return gen.results[0]
 
 
-def finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]], rest: ir.Value | None) -> None:
-    """Reshape the matmul's result `mm` to the convolution's, add what the accumulator left out, replace the
-    convolution, and rebuild the elementwise consumers on the matmul's layout."""
+def finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]] | None, rest: ir.Value | None) -> None:
+    """Reshape the matmul's result `mm` to the convolution's (`groups`; None: `mm` has its shape already), add what
+    the accumulator left out, replace the convolution, and rebuild the elementwise consumers on the matmul's
+    layout."""
     out_t = ir.RankedTensorType(conv.results[0].type)
     with ir.InsertionPoint(conv), conv.location:
-        res = tensor.ExpandShapeOp(out_t, mm, reassociation_attr(groups), [], list(out_t.shape)).result
+        res = mm if groups is None else \
+            tensor.ExpandShapeOp(out_t, mm, reassociation_attr(groups), [], list(out_t.shape)).result
         if rest is not None:
             res = add_init(res, rest)
     init = conv.operands[2]
@@ -74,8 +76,10 @@ def finish(conv: ir.Operation, mm: ir.Value, groups: list[list[int]], rest: ir.V
     conv.erase()
     if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
         init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
-    # With an add of the init, the add's input is the reshape: the add and what follows move to the matmul's layout.
-    sink_expand((list(res.owner.operation.operands)[0] if rest is not None else res).owner.operation)
+    if groups is not None:
+        # With an add of the init, the add's input is the reshape: the add and what follows move to the matmul's
+        # layout.
+        sink_expand((list(res.owner.operation.operands)[0] if rest is not None else res).owner.operation)
 
 
 def sink_expand(expand: ir.Operation) -> ir.Operation:

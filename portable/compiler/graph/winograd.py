@@ -23,7 +23,7 @@ import numpy as np
 from ...ir.linalg_info import fill_value
 from ...ir.mlir import arith, ir, linalg, tensor
 from ...ir.util import reassociation_attr
-from .conv_epilogue import add_init
+from .conv_epilogue import finish
 from .gathers import clamped, gather_generic, index_const
 from .horizontal import dense_constant
 
@@ -203,12 +203,7 @@ def rewrite(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init
         return False
     res = product(conv, src, (low[-2], low[-1]), g.reshape(f, c, 3, 3), oh, ow, elem)
     scalar = fill_value(init)
-    if not (isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and
-            ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0):
-        with ir.InsertionPoint(conv), conv.location:
-            res = add_init(res, init)
-    conv.results[0].replace_all_uses_with(res)
-    conv.erase()
-    if isinstance(init, ir.OpResult) and not list(init.uses) and init.owner.operation.name == "linalg.generic":
-        init.owner.operation.erase()  # the broadcast bias, now read by the epilogue
+    zero = isinstance(scalar, ir.OpResult) and scalar.owner.operation.name == "arith.constant" and \
+        ir.FloatAttr(scalar.owner.attributes["value"]).value == 0.0
+    finish(conv, res, None, None if zero else init)
     return True
