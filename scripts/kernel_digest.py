@@ -11,8 +11,10 @@ after:
     .venv/bin/python scripts/kernel_digest.py --check /tmp/digest-before.json
 
 `--subset` takes a few workloads that cover every strategy family (matmul f32/f16, gemv, convolutions, rows,
-elementwise) for quick iterations; the full set takes tens of minutes on a small host. The cache key
-(Executable.source_hash) is left out: it hashes the options' text, not what runs.
+elementwise) for quick iterations; the full set takes tens of minutes on a small host. `--models a.onnx,b.onnx`
+digests whole ONNX models instead (at the sizes they declare, symbolic dims 1): repeated layers and stages across
+kernels show there, not in single-op workloads. The cache key (Executable.source_hash) is left out: it hashes the
+options' text, not what runs.
 """
 
 from __future__ import annotations
@@ -59,24 +61,37 @@ def profile_apis(prof) -> tuple[str, ...]:
     return tuple(prof.match.api or ("vulkan", "opencl"))
 
 
-def compute(workloads: list[str], profile_names: list[str], sizes: str | None, log) -> dict[str, str]:
+def _model_text(path: str) -> str:
+    from portable.frontend.onnx_source import OnnxSource
+
+    src = OnnxSource(path, None)
+    given = src.normalize(None)
+    return src.mlir(src.resolve(given), given)
+
+
+def compute(workloads: list[str], profile_names: list[str], sizes: str | None, log,
+            models: list[str] = ()) -> dict[str, str]:
     from portable import profiles
     from portable.bench import workloads as W
     from portable.compiler.pipeline import compile_module
 
     known = profiles.all_profiles()
     out: dict[str, str] = {}
+    texts = {Path(m).stem if Path(m).stem != "model" else Path(m).parent.name: _model_text(m) for m in models}
     for pname in profile_names:
         prof = known[pname]
         options = profiles.codegen_options(prof)
         size_class = sizes or ("cpu" if pname in CPU_PROFILES else "gpu")
-        for wid in workloads:
-            w = W.build(wid, size_class)
+        jobs = [(name, text) for name, text in texts.items()] if models else \
+            [(wid, None) for wid in workloads]
+        for wid, text in jobs:
+            w = W.build(wid, size_class) if text is None else None
+            mlir = text if text is not None else w.mlir
             for api in profile_apis(prof):
                 key = f"{wid}/{pname}/{api}"
                 t0 = time.perf_counter()
                 try:
-                    out[key] = executable_digest(compile_module(w.mlir, options, (api,)))
+                    out[key] = executable_digest(compile_module(mlir, options, (api,)))
                 except Exception as e:  # noqa: BLE001 - a failing compile is part of the record, and must stay one
                     out[key] = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
                 log(f"{key:48s} {out[key][:16]}  {time.perf_counter() - t0:5.1f} s")
@@ -89,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--write", type=Path, help="write the digests to this JSON file (refuses to overwrite)")
     mode.add_argument("--check", type=Path, help="compare with digests written before; exit 1 on any difference")
     ap.add_argument("--subset", action="store_true", help=f"only {', '.join(SUBSET)}")
+    ap.add_argument("--models", help="comma-separated ONNX files to digest instead of the bench workloads")
     ap.add_argument("--workloads", help="comma-separated globs or substrings of workload ids (default: all)")
     ap.add_argument("--profiles", help="comma-separated profile names (default: every device_profiles/*.toml)")
     ap.add_argument("--sizes", choices=("gpu", "cpu", "tiny"), help="one size class for every profile")
@@ -112,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{args.write} exists; name a new file")
     log = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     t0 = time.perf_counter()
-    got = compute(wids, names, args.sizes, log)
+    models = [m.strip() for m in args.models.split(",")] if args.models else []
+    got = compute(wids, names, args.sizes, log, models)
     took = time.perf_counter() - t0
     if args.write:
         args.write.write_text(json.dumps({"sizes": args.sizes, "digests": got}, indent=1, sort_keys=True) + "\n")

@@ -49,6 +49,7 @@ from .schedule import (
     coop_staging,
     mapping,
     promotion,
+    transform_script,
 )
 from .strategy import choice as strategy
 
@@ -203,6 +204,50 @@ def _plan(c: Compilation) -> bool:
     return False
 
 
+def _dedup_kernels(c: Compilation) -> bool:
+    """Repeated layers outline to gpu.modules that differ only in their names: each launch of a repeat goes to
+    the first copy and the copies are erased, so the kernel stages after this and codegen see each distinct
+    kernel once (ResNet-50: 131 modules, 59 distinct)."""
+    by_signature: dict[str, list[tuple[ir.Operation, str, str]]] = {}
+    for gm in [op for op in c.module.body.operations if op.operation.name == "gpu.module"]:
+        fns = [op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func"]
+        if len(fns) == 1:
+            fn = fns[0]
+            # Printing is what costs: only modules whose kernels take the same arguments on the same workgroup
+            # are compared as text.
+            sig = f"{fn.attributes['function_type']} {fn.attributes['known_block_size']}"
+            by_signature.setdefault(sig, []).append((gm.operation, ir.StringAttr(gm.attributes["sym_name"]).value,
+                                                     ir.StringAttr(fn.attributes["sym_name"]).value))
+    redirect: dict[tuple[str, str], tuple[str, str]] = {}
+    for same in by_signature.values():
+        first: dict[str, tuple[str, str]] = {}
+        for gm, gname, fname in same if len(same) > 1 else ():
+            # The whole module body (globals included); verified by the stages, verifying again costs more.
+            body = "\n".join(op.operation.get_asm(assume_verified=True) for op in gm.regions[0].blocks[0].operations)
+            if body in first:
+                redirect[(gname, fname)] = first[body]
+                gm.erase()
+            else:
+                first[body] = (gname, fname)
+    if not redirect:
+        return False
+    for op in find_ops(public_func(c.module), ("gpu.launch_func",)):
+        sym = tuple(ir.SymbolRefAttr(op.attributes["kernel"]).value)
+        if sym in redirect:
+            op.attributes["kernel"] = ir.SymbolRefAttr.get(list(redirect[sym]))
+    return True
+
+
+def _vector_rounds(c: Compilation) -> bool:
+    """Vector forms every target lowers (transform_script.VECTOR_ROUNDS) where no group took cooperative
+    matrices (those run them in the script, on the other groups' loops only)."""
+    if any(s.coop for s in c.strategies) or not any(s.vectorize for s in c.strategies):
+        return False
+    for patterns in transform_script.VECTOR_ROUNDS:
+        apply_patterns(c.module, list(patterns))
+    return True
+
+
 def _codegen(c: Compilation) -> bool:
     c.kernels, c.index = codegen(c.module, c.options, c.targets, c.dump, c.progress)
     return False
@@ -245,6 +290,8 @@ STAGES: list[Stage] = [
     Stage("tile-and-map", mapping.tile_and_map),
     # Kernels: outlined gpu.modules, lowered on memrefs.
     Stage("outline", lambda c: c.passes(OUTLINE)),
+    Stage("dedup-kernels", _dedup_kernels),
+    Stage("vector-rounds", _vector_rounds),
     Stage("coop-staging", _coop_staging),
     Stage("vector-to-mma", _vector_to_mma),
     Stage("lower-kernels", lambda c: c.passes(LOWER_KERNELS)),

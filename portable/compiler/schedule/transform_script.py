@@ -18,6 +18,15 @@ from .register_tiles import epilogue_rows, register_accumulators, row_pieces
 CYCLIC = "portable.cyclic_step"
 
 
+# Separate rounds: some of these sets undo each other's forms and never reach a fixed point together.
+VECTOR_ROUNDS = (("vector.cast_away_vector_leading_one_dim", "canonicalization"),
+                 ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
+                  "canonicalization"),
+                 ("vector.transfer_permutation_patterns", "vector.lower_broadcast", "canonicalization"),
+                 ("vector.cast_away_vector_leading_one_dim", "vector.drop_unit_dims_with_shape_cast",
+                  "canonicalization"))
+
+
 def _mapping(kind: str, n: int, linear: bool = False) -> str:
     """GPU mapping attributes for an n-dimensional forall, innermost loop on x (`linear`: on a linearized grid)."""
     if n <= 3 and not linear:
@@ -147,15 +156,9 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
                      f": ({any_op}) -> {any_op}")
                 targets.append("%bepi")
         else:
-            emit(f'    %bf = transform.structured.match ops{{["func.func"]}} in %b : ({any_op}) -> {any_op}')
-            targets = ["%bf"]
-        # Separate rounds: some of these sets undo each other's forms and never reach a fixed point together.
-        for stage in (("vector.cast_away_vector_leading_one_dim", "canonicalization"),
-                      ('vector.lower_contraction lowering_strategy = "outerproduct"', "vector.lower_outerproduct",
-                       "canonicalization"),
-                      ("vector.transfer_permutation_patterns", "vector.lower_broadcast", "canonicalization"),
-                      ("vector.cast_away_vector_leading_one_dim", "vector.drop_unit_dims_with_shape_cast",
-                       "canonicalization")):
+            # Every group's: done on the outlined kernels instead (VECTOR_ROUNDS, after repeats are dropped).
+            targets = []
+        for stage in VECTOR_ROUNDS:
             for t in targets:
                 emit(f"    transform.apply_patterns to {t} {{")
                 for p in stage:
