@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PackageError, ShapeMismatch
+from .errors import InvalidArgument, InvalidPlan, PackageError, ShapeMismatch
 
 FORMAT_VERSION = 6  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
 # 4: float16 held as float32; 5: kernels may read buffers as uniform texel buffers; 6: kernels may require a
@@ -73,6 +73,9 @@ class TensorSig:
     # (compiler/graph/narrow_i64.py), "float32" for a float16 one on a device without 16-bit storage
     # (compiler/graph/widen_f16.py); the runtime converts at the boundary.
     device: str = ""
+    # (lo, hi, why): the values an integer input may hold, where a kernel reads memory at them unchecked (token ids
+    # into an embedding); the runtime refuses others, as onnxruntime does.
+    valid: tuple = ()
 
     @property
     def device_dtype(self) -> str:
@@ -84,7 +87,15 @@ class TensorSig:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.device_dtype).itemsize
 
     def to_device(self, arr: np.ndarray, what: str) -> np.ndarray:
-        """`arr` (already of `dtype`) as the device holds it; values that do not fit are an error."""
+        """`arr` (already of `dtype`) as the device holds it; values that do not fit, or that leave `valid`, are an
+        error."""
+        if self.valid and arr.size:
+            lo, hi, why = self.valid
+            bad = (arr < lo) | (arr > hi)
+            if bad.any():
+                at = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise InvalidArgument(f"{what}: value {arr[at]} at {at} is out of range: {why} (valid: {lo} to {hi}); "
+                                      f"check the ids against the model's vocabulary or table size")
         if not self.device:
             return arr
         if np.dtype(self.device).kind == "f":  # wider: every value fits
@@ -102,8 +113,17 @@ class TensorSig:
 
 
 def _sig_dict(sig: TensorSig) -> dict:
-    """A signature as plain data; `device` only where set, so other plans stay as they were."""
-    return {k: v for k, v in dataclasses.asdict(sig).items() if k != "device" or v}
+    """A signature as plain data; `device` and `valid` only where set, so other plans stay as they were."""
+    return {k: (list(v) if k == "valid" else v) for k, v in dataclasses.asdict(sig).items()
+            if k not in ("device", "valid") or v}
+
+
+def _sig(s: dict) -> TensorSig:
+    valid = s.get("valid") or ()
+    if valid and not (len(valid) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in valid[:2])
+                      and isinstance(valid[2], str)):
+        raise InvalidPlan(f"an input's valid range {valid!r} is not [lo, hi, why]")
+    return TensorSig(tuple(s["shape"]), s["dtype"], s.get("device", ""), tuple(valid))
 
 
 @dataclass(frozen=True)
@@ -170,7 +190,7 @@ class Executable:
             "dispatches": [Dispatch(kernel=d["kernel"], slots=tuple(d["slots"]), grid=tuple(d["grid"]),
                                  push_constants=tuple(d["push_constants"]), offsets=tuple(d.get("offsets", ())),
                                  sizes=tuple(d.get("sizes", ()))) for d in m["dispatches"]],
-            "inputs": [TensorSig(tuple(s["shape"]), s["dtype"], s.get("device", "")) for s in m["inputs"]],
+            "inputs": [_sig(s) for s in m["inputs"]],
             "input_slots": list(m["input_slots"]),
             "outputs": [(slot, TensorSig(tuple(sig["shape"]), sig["dtype"], sig.get("device", "")))
                         for slot, sig in m["outputs"]],

@@ -220,23 +220,30 @@ def test_poisoned_pool_shows_what_a_kernel_left_unwritten(device, monkeypatch):
     full.close()
 
 
-def _onnx_model(op, dshape, ishape, indices=None, **attrs):
+def _onnx_model(op, dshape, ishape, indices=None, computed=False, **attrs):
+    """data `d` and indices `i` (a graph input, a constant, or with `computed` the input plus 0 on the device)."""
     from onnx import TensorProto, helper, numpy_helper
 
     inputs = [helper.make_tensor_value_info("d", TensorProto.FLOAT, dshape)]
-    inits = []
+    inits, nodes, idx = [], [], "i"
     if indices is None:
         inputs.append(helper.make_tensor_value_info("i", TensorProto.INT64, ishape))
     else:
         inits.append(numpy_helper.from_array(np.asarray(indices, np.int64), "i"))
-    graph = helper.make_graph([helper.make_node(op, ["d", "i"], ["y"], **attrs)], "g", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    if computed:
+        inits.append(numpy_helper.from_array(np.zeros((), np.int64), "zero"))
+        nodes.append(helper.make_node("Add", ["i", "zero"], ["i2"]))
+        idx = "i2"
+    nodes.append(helper.make_node(op, ["d", idx], ["y"], **attrs))
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def test_gather_indices_stay_inside_the_data(device):
-    """In-range indices (negative ones too) give onnxruntime's values; indices out of range at run time read the
-    nearest edge (clamped, documented), never memory past the data; constant ones out of range are refused."""
+    """In-range indices (negative ones too) give onnxruntime's values. Indices a caller passes straight in that
+    leave the data are refused before anything runs (InvalidArgument naming the node), as onnxruntime refuses
+    them, and the next call runs; indices computed on the device read the nearest edge (clamped, documented),
+    never memory past the data; constant ones out of range are refused at compile time."""
     ort = pytest.importorskip("onnxruntime")
     d = np.arange(12, dtype=np.float32).reshape(4, 3)
     cases = [("Gather", [3], np.array([1, -1, -4]), np.array([7, -9, 1 << 40]), lambda i: d[np.clip(i, 0, 3)], {}),
@@ -249,10 +256,39 @@ def test_gather_indices_stay_inside_the_data(device):
         g = portable.compile(model, device=device)
         want = ort.InferenceSession(model.SerializeToString()).run(None, {"d": d, "i": good})[0]
         np.testing.assert_array_equal(g(d, good)[0], want, err_msg=op)
-        np.testing.assert_array_equal(g(d, bad)[0], clamped(bad), err_msg=op)
+        if op == "GatherND":  # one range per index component (4 rows, 3 columns): not checked on the host
+            np.testing.assert_array_equal(g(d, bad)[0], clamped(bad), err_msg=op)
+        else:
+            with pytest.raises(errors.InvalidArgument, match=rf"input 1: value .* node '{op}_0' \(op {op}\) "
+                                                             r"indexes a dimension of size 4 \(valid: -4 to 3\)"):
+                g(d, bad)
+            np.testing.assert_array_equal(g(d, good)[0], want, err_msg=op)
         g.close()
+        computed = portable.compile(_onnx_model(op, [4, 3], ishape, computed=True, **attrs), device=device)
+        np.testing.assert_array_equal(computed(d, bad)[0], clamped(bad), err_msg=op)
+        computed.close()
     with pytest.raises(errors.ShapeMismatch, match=r"node 'Gather_0' \(op Gather\): index 4 .* size 4"):
         portable.compile(_onnx_model("Gather", [4, 3], [2], indices=[0, 4]), device=device)
+
+
+def test_input_ranges_travel_in_packages(tmp_path):
+    """The ranges are part of the plan: a saved package refuses the same inputs; a malformed range is an
+    InvalidPlan, not a TypeError at run time."""
+    pytest.importorskip("onnx")
+    from portable.executable import Executable
+
+    g = portable.compile(_onnx_model("Gather", [4, 3], [3]), device="null:0")
+    exe = g.executable
+    assert exe.inputs[1].valid[:2] == (-4, 3) and not exe.inputs[0].valid
+    plan = exe.plan_dict()
+    assert plan["inputs"][1]["valid"][:2] == [-4, 3] and "valid" not in plan["inputs"][0]
+    again = Executable.plan_from_dict(plan)["inputs"]
+    assert again == exe.inputs
+    with pytest.raises(errors.InvalidArgument, match="out of range"):
+        again[1].to_device(np.array([0, 4, 1], np.int64), "input 1")
+    plan["inputs"][1]["valid"] = ["0", 3, "x"]
+    with pytest.raises(errors.InvalidPlan, match="valid range"):
+        Executable.plan_from_dict(plan)
 
 
 SOFTMAX_AXIS = """

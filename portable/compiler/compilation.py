@@ -52,6 +52,7 @@ class Compilation:
     stage: str = ""
     narrowed: tuple[list[int], list[int]] = ([], [])
     widened: tuple[list[int], list[int]] = ([], [])
+    input_ranges: dict = field(default_factory=dict)  # input position -> (lo, hi, why): pipeline._input_ranges
     pristine: ir.Operation | None = None  # the module before dispatch formation, for the plain fallback
     plain: bool = False  # strategies are the plain fallback's (no row chains, no vector registers)
     plain_groups: frozenset[int] = frozenset()  # groups that alone take their plain strategy

@@ -57,6 +57,7 @@ from .strategy import choice as strategy
 COMPILE_COUNT = 0
 
 FRONTEND_PATHS = "portable.onnx_paths"  # module attribute set by frontend/onnx_decompose.py
+INPUT_RANGES = "portable.input_ranges"  # module attribute set by frontend/onnx_decompose.py: values inputs may hold
 
 PREPROCESS = "builtin.module(func.func(linalg-generalize-named-ops),linalg-fuse-elementwise-ops,canonicalize,cse)"
 CLEAN = "builtin.module(canonicalize,cse)"
@@ -91,6 +92,7 @@ def _passes_if(pipeline: str, rewrite: Callable[[Compilation], object]) -> Calla
 
 def _named_ops(c: Compilation) -> bool:
     _frontend_paths(c.module, c.dump)
+    c.input_ranges = _input_ranges(c.module)
     return named_ops.decompose(c.module)  # softmax, pack, unpack: into ops PREPROCESS generalizes
 
 
@@ -362,6 +364,9 @@ def compile_module(text: str, options: Options | dict, targets: tuple[str, ...] 
         outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="int64", device=outputs[k][1].dtype))
     for k in widened[0]:  # float16 on the host, float32 on the device
         inputs[k] = dataclasses.replace(inputs[k], dtype="float16", device=inputs[k].dtype)
+    for k, valid in c.input_ranges.items():  # checked by the runtime before the values reach a kernel
+        if 0 <= k < len(inputs):
+            inputs[k] = dataclasses.replace(inputs[k], valid=valid)
     for k in widened[1]:
         outputs[k] = (outputs[k][0], dataclasses.replace(outputs[k][1], dtype="float16", device=outputs[k][1].dtype))
     return Executable(
@@ -405,6 +410,24 @@ def _frontend_paths(module: ir.Module, dump: Dumper) -> None:
     dump("onnx-decompositions", "\n".join(ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[FRONTEND_PATHS])) + "\n",
          ".txt")
     del attrs[FRONTEND_PATHS]
+
+
+def _input_ranges(module: ir.Module) -> dict[int, tuple[int, int, str]]:
+    """The frontend's ranges of input values (INPUT_RANGES), taken off the module: input position -> (lo, hi,
+    why), several constraints on one input intersected."""
+    attrs = module.operation.attributes
+    if INPUT_RANGES not in attrs:
+        return {}
+    out: dict[int, tuple[int, int, str]] = {}
+    for a in ir.ArrayAttr(attrs[INPUT_RANGES]):
+        pos, lo, hi, why = ir.StringAttr(a).value.split("\t", 3)
+        k, lo, hi = int(pos), int(lo), int(hi)
+        if k in out:  # the tighter bound's reason
+            olo, ohi, owhy = out[k]
+            lo, hi, why = max(lo, olo), min(hi, ohi), why if hi < ohi else owhy
+        out[k] = (lo, hi, why)
+    del attrs[INPUT_RANGES]
+    return out
 
 
 def _check_signature(fn: ir.Operation) -> None:

@@ -12,7 +12,7 @@ lowering at all. Shapes are static here, so each rewrite builds its masks and io
 - Compress: a constant condition becomes a Gather with constant indices.
 - LpPool: |x|^p summed over the window by a Conv with a ones kernel, then ^(1/p).
 - Gather, GatherElements, GatherND: constant indices range-checked; run-time ones clamped into the data (the
-  kernels read unchecked).
+  kernels read unchecked), and where they are a graph input, that input's range recorded for the runtime.
 
 Every mask is bounded by MAX_MASK elements; a larger one raises UnsupportedOp naming its size.
 """
@@ -471,8 +471,10 @@ def _gather_in_bounds(node, b: Builder) -> bool:
     """Indices in bounds. ONNX takes indices in [-n, n), negative ones counting from the end; onnxruntime refuses
     others. Constant indices out of range are refused here, naming the node. Indices computed at run time are
     clamped into [-n, n - 1] and the negative ones wrapped (+ n) before the gather: the lowered kernel reads
-    `data[index]` unchecked, and an index past the end would read another buffer's memory. An index out of range
-    at run time so reads the nearest edge row instead of failing as onnxruntime does (README: known limits)."""
+    `data[index]` unchecked, and an index past the end would read another buffer's memory. Where the indices come
+    straight from a graph input (token ids into an embedding), the input's valid range goes into the plan and the
+    runtime refuses a call that breaks it, as onnxruntime does; indices computed on the device that leave the range
+    read the nearest edge row (README: known limits)."""
     from ..errors import ShapeMismatch
     from .onnx_checks import node_desc
 
@@ -503,6 +505,9 @@ def _gather_in_bounds(node, b: Builder) -> bool:
             raise ShapeMismatch(f"{node_desc(node)}: index {int(const[at])} (at {at} of its indices) is out of range "
                                 f"for a dimension of size {n} (valid: {-n} to {n - 1}); fix the model's indices")
         return False
+    if sizes.ndim == 0 or (sizes == sizes.flat[0]).all():
+        n = int(sizes.flat[0])
+        b.input_range(indices, -n, n - 1, f"{node_desc(node)} indexes a dimension of size {n}")
     dtype = np.int32 if itype == _INT32 else np.int64
     # Clamped into [-n, n - 1], then Python's modulo wraps the negative ones. (Not Where/Add: ONNX shape inference
     # propagates Add over a 1-D int64 tensor as if it were a shape, one symbolic dim per element: minutes for

@@ -91,6 +91,32 @@ class Builder:
         return default
 
     # -- emitting the replacement
+    def input_range(self, name: str, lo: int, hi: int, why: str) -> bool:
+        """Record that the values of `name` must lie in [lo, hi] where they come straight from a graph input
+        (through ops that pass values on unchanged, integer casts included): the runtime then refuses a call whose
+        input breaks it, as onnxruntime does, instead of computing with clamped values. True if recorded."""
+        producers = {o: n for n in self.m.graph.node for o in n.output}
+        inputs = {vi.name for vi in self.m.graph.input} - {i.name for i in self.m.graph.initializer}
+        seen = 0
+        while name in producers and seen < 64:
+            n, seen = producers[name], seen + 1
+            if n.op_type == "Cast":
+                to = next((a.i for a in n.attribute if a.name == "to"), None)
+                if to not in (6, 7) or self._types.get(n.input[0]) not in (2, 3, 4, 5, 6, 7, 12, 13):
+                    return False  # from floats or into narrower types: the values change
+            elif n.op_type not in _SAME_VALUES or n.domain not in ("", "ai.onnx"):
+                return False
+            name = n.input[0]
+        if name not in inputs:
+            return False
+        entry = next((p for p in self.m.metadata_props if p.key == RANGES_KEY), None)
+        if entry is None:
+            entry = self.m.metadata_props.add()
+            entry.key = RANGES_KEY
+        line = f"{name}\t{int(lo)}\t{int(hi)}\t{why}".replace("\n", " ")
+        entry.value = "\n".join(filter(None, [entry.value, line]))
+        return True
+
     def fresh(self, hint: str) -> str:
         base = f"{self.node.name or self.node.op_type}/{hint}"
         name, i = base, 0
@@ -146,6 +172,11 @@ def _known(m) -> tuple[dict, dict, dict]:
 
 
 PATHS_KEY = "portable.onnx_paths"  # metadata_props entry: one line per node of an op with a rewrite
+# metadata_props entry (and module attribute): the values a graph input may hold, one line per constraint
+# '<input name>\t<lo>\t<hi>\t<why>': indices a gather reads unchecked come straight from the caller.
+RANGES_KEY = "portable.input_ranges"
+# Ops that pass index values through unchanged (a subset, a copy or another shape of them).
+_SAME_VALUES = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Transpose", "Slice", "Tile"}
 
 
 def decompose(m, infer, _done: frozenset = frozenset()):
@@ -237,12 +268,23 @@ def paths(m) -> list[str]:
 
 
 def annotate(module, m) -> None:
-    """Put the recorded paths on the imported MLIR module (attribute PATHS_KEY, an array of strings)."""
+    """Put the recorded paths on the imported MLIR module (attribute PATHS_KEY, an array of strings), and the
+    recorded input ranges (RANGES_KEY: '<input position>\t<lo>\t<hi>\t<why>' per constraint)."""
     from ..ir.mlir import ir
+    from .onnx_shapes import runtime_inputs
 
     lines = paths(m)
     if lines:
         module.attributes[PATHS_KEY] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in lines])
+    entry = next((p for p in m.metadata_props if p.key == RANGES_KEY), None)
+    position = {vi.name: i for i, vi in enumerate(runtime_inputs(m))}
+    ranges = []
+    for line in (entry.value.split("\n") if entry is not None and entry.value else []):
+        name, lo, hi, why = line.split("\t", 3)
+        if name in position:
+            ranges.append(f"{position[name]}\t{lo}\t{hi}\t{why}")
+    if ranges:
+        module.attributes[RANGES_KEY] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in ranges])
 
 
-__all__ = ["PATHS_KEY", "REWRITES", "Builder", "annotate", "decompose", "paths", "rewrite"]
+__all__ = ["PATHS_KEY", "RANGES_KEY", "REWRITES", "Builder", "annotate", "decompose", "paths", "rewrite"]
