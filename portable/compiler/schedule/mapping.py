@@ -16,7 +16,7 @@ from ..dispatch import groups as dispatch
 from ..dispatch import split
 from ..graph import unit_broadcasts
 from ..strategy import choice as strategy
-from . import coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce, transform_script
+from . import chunks, coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce, transform_script
 
 MAX_GROUP_FALLBACKS = 4  # groups that may each fall back to their plain strategy before every group does
 
@@ -151,8 +151,13 @@ def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset(
 
 def _map(c: Compilation) -> None:
     script = transform_script.build(c.groups, c.strategies, [classify(g.target).ranges for g in c.groups])
+    c.dump(f"{c.stage}-script", script.text)
     try:
-        run_script(c, script.text)
+        # The groups' part on functions of a few groups each (chunks.py: a fusion's cost then stays local).
+        parts = chunks.outline(c.func)
+        run_script(c, script.groups_text, clean=False, dump=False)
+        chunks.restore(parts)
+        run_script(c, script.post_text, dump=False)
     except CompileError as e:
         raise _GroupFailed(_failing_group(e.__cause__, script, c.module), e) from e
     transform_script.hoist_step_barriers(c.module)
@@ -195,15 +200,18 @@ def _rows_per_thread(s: strategy.Strategy) -> int:
     return n
 
 
-def run_script(c: Compilation, script: str) -> None:
-    """Run a transform script on the module, then drop it (the script is dumped as `<stage>-script`)."""
-    c.dump(f"{c.stage}-script", script)
+def run_script(c: Compilation, script: str, clean: bool = True, dump: bool = True) -> None:
+    """Run a transform script on the module (then canonicalize and CSE it, where `clean`), then drop it (the script
+    is dumped as `<stage>-script`, where `dump`)."""
+    if dump:
+        c.dump(f"{c.stage}-script", script)
     module = c.module
     body = module.body
     for op in ir.Module.parse(script).body.operations:
         body.append(op.operation.clone())
     module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-    c.passes("builtin.module(transform-interpreter,canonicalize,cse)")
+    c.passes("builtin.module(transform-interpreter,canonicalize,cse)" if clean else
+             "builtin.module(transform-interpreter)")
     for op in list(module.body.operations):
         if op.operation.name == "transform.named_sequence":
             op.operation.erase()

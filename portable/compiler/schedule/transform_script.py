@@ -64,9 +64,25 @@ class Script:
 
     text: str
     owners: tuple[int | None, ...]
+    post: int = 0  # index of the first line after the groups' own (bufferization, vector forms, GPU mapping)
 
     def owner(self, line: int) -> int | None:
         return self.owners[line - 1] if 1 <= line <= len(self.owners) else None
+
+    def _part(self, lines: list[str]) -> str:
+        return "\n".join(lines + ["    transform.yield", "  }", "}"])
+
+    @property
+    def groups_text(self) -> str:
+        """The groups' tiling, fusion and vectorization alone (each on its own ops, wherever they are)."""
+        lines = self.text.split("\n")
+        return self._part(lines[:self.post])
+
+    @property
+    def post_text(self) -> str:
+        """The rest, on the whole module; blank lines keep every line where `owners` has it."""
+        lines = self.text.split("\n")
+        return "\n".join(lines[:2] + [""] * (self.post - 2) + lines[self.post:])
 
 
 def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[int, ...]]) -> Script:
@@ -129,6 +145,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
         deferred_owners.extend([k] * len(tail))
     lines.extend(deferred)
     owners.extend(deferred_owners)
+    post = len(lines)
     emit = lines.append
     emit(f'    %funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
     # Writes of register tiles into slices fold into writes at offsets of the whole tile, so bufferization
@@ -188,7 +205,7 @@ def build(groups: list[Group], strategies: list[Strategy], ranges: list[tuple[in
     emit("  }")
     emit("}")
     owners.extend([None] * (len(lines) - len(owners)))
-    return Script("\n".join(lines), tuple(owners))
+    return Script("\n".join(lines), tuple(owners), post)
 
 
 def _threads(emit, g: Group, s: Strategy, nfused: int) -> None:
