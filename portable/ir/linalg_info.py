@@ -154,8 +154,13 @@ def classify(op: ir.Operation) -> OpKind:
         if has_mul and nin == 2 and non_dim:
             kind = "conv"
         elif has_mul and nin == 2 and its.count("reduction") == 1 and \
-                len([n for n in body if n not in _WIDENING]) <= 3:
-            kind = "matmul"  # mul + add + yield, with operand widening (f16 in, f32 accumulate) allowed
+                len([n for n in body if n not in _WIDENING]) <= 3 and \
+                all(isinstance(e, ir.AffineDimExpr) for e in maps[-1].results):
+            # mul + add + yield, with operand widening (f16 in, f32 accumulate) allowed. An output written at a
+            # constant index (a ReduceSum with keepdims over a product) is no matrix: its register tiles would
+            # be rows of a unit dim, which the row accumulators cannot hold (lavapipe failed to compile
+            # MobileViTv2's attention context).
+            kind = "matmul"
         else:
             kind = "reduction"
     contiguous_b = False

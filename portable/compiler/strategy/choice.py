@@ -287,7 +287,9 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     if kind.kind == "matmul" and root is not None and _matmul_vectorizable(kind, root, tile, per_thread, o):
         vec = True
         k = root.iterators.index("reduction")
-        kt = _shared_k_step(o, threads[par[-1]], root.ranges[k]) or \
+        # (Shared A reads need columns for the lanes to share a row over: a product of rows alone, each
+        # thread's own dot product, would read its K step as one wide vector, which SPIR-V cannot hold.)
+        kt = (_shared_k_step(o, threads[par[-1]], root.ranges[k]) if len(par) >= 2 else 0) or \
             next(t for t in (4, 2, 1) if root.ranges[k] % t == 0)
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
