@@ -1,6 +1,7 @@
-"""Rewrites of index-driven ONNX ops (onnx_decomp_index.py): CumSum/CumProd, the scatters, TopK, Compress and
-LpPool become dense ops; each is run on every device and checked against onnx's reference evaluator (numpy for
-padded LpPool, whose reference divides padded windows differently from the spec's zero padding)."""
+"""Rewrites of index-driven ONNX ops (onnx_decomp_index.py, onnx_decomp_topk.py): CumSum/CumProd, the scatters,
+TopK, Compress and LpPool become dense ops; each is run on every device and checked against onnx's reference
+evaluator (numpy for padded LpPool, whose reference divides padded windows differently from the spec's zero
+padding)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,58 @@ def test_top_k(device, shape, axis, k, largest, dtype):
               [vi("x", list(shape), dtype)], [vi("v", kshape, dtype), vi("i", kshape, T.INT64)],
               [("k", np.array([k], np.int64))], opset=11)
     check(m, {"x": x}, device)
+
+
+@pytest.mark.parametrize("shape,axis,k,largest,dtype", [
+    ((2, 300), -1, 5, 1, T.FLOAT),
+    ((3, 250, 2), 1, 4, 0, T.FLOAT),  # padded to whole blocks: the padding ranks after NaN for the smallest
+    ((2, 333), -1, 7, 0, T.INT32),
+])
+def test_top_k_of_a_long_axis_in_blocks(device, monkeypatch, shape, axis, k, largest, dtype):
+    """Past the comparison limit (lowered here so small inputs take the path) the axis goes in blocks: each
+    block's top k, then the top k of those; ties (integers, copied floats) still by the lower index."""
+    from portable.frontend import onnx_decomp_topk
+
+    monkeypatch.setattr(onnx_decomp_topk, "MAX_MASK", 40000)
+    x = data(shape, dtype, -20, 20)
+    if dtype == T.FLOAT:
+        flat = x.reshape(-1)
+        flat[[3, 40, 170]] = flat[[9, 41, 3]]
+        flat[[5, 77]] = np.nan
+    kshape = list(shape)
+    kshape[axis] = k
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)],
+              [vi("x", list(shape), dtype)], [vi("v", kshape, dtype), vi("i", kshape, T.INT64)],
+              [("k", np.array([k], np.int64))], opset=11)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(m)
+    ops = [n.op_type for n in decompose(infer_shapes(copy), infer_shapes).graph.node]
+    assert ops.count("ReduceSum") == 4 and "TopK" not in ops  # two ranked steps, each two sums
+    check(m, {"x": x}, device)
+
+
+def test_top_k_of_a_detectors_scores(device):
+    """A detector's 300 best of 24000 scores (YOLOv10's end-to-end head): 24000 x 24000 comparisons would be
+    too many; in blocks it matches onnxruntime's values and indices exactly."""
+    ort = pytest.importorskip("onnxruntime")
+    x = RNG.random((1, 24000)).astype(np.float32)
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1)], [vi("x", [1, 24000])],
+              [vi("v", [1, 300]), vi("i", [1, 300], T.INT64)], [("k", np.array([300], np.int64))], opset=17)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})
+    got = portable.run(m, x, device=device)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_top_k_past_both_limits_names_the_size():
+    from portable.frontend.onnx_decomp_topk import _block_size
+
+    assert _block_size(1, 24000, 300) is not None
+    assert _block_size(1, 1 << 20, 1 << 16) is None
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [vi("x", [1, 1 << 20])],
+              [vi("v", [1, 1 << 16]), vi("i", [1, 1 << 16], T.INT64)], [("k", np.array([1 << 16], np.int64))])
+    with pytest.raises(UnsupportedOp, match="TopK.*pairwise comparison"):
+        onnx_to_mlir(m)
 
 
 def test_top_k_needs_constant_k():

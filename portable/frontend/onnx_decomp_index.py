@@ -1,4 +1,4 @@
-"""Rewrites of index-driven ONNX ops (cumulative sums and products, scatters, TopK, Compress, LpPool) into dense,
+"""Rewrites of index-driven ONNX ops (cumulative sums and products, scatters, Compress, LpPool) into dense,
 parallel ONNX ops that torch-mlir lowers to plain linalg: Where, Equal, Reduce*, Gather(Elements), Conv.
 
 torch-mlir lowers CumSum to `tm_tensor.scan`, the scatters to `tm_tensor.scatter` and TopK to `tm_tensor.sort`;
@@ -8,7 +8,7 @@ lowering at all. Shapes are static here, so each rewrite builds its masks and io
 - CumSum / CumProd: a triangular [L, L] mask along the axis, Where(mask, x, identity) then ReduceSum/ReduceProd.
 - Scatter*: the run-time destination index of every update is compared with an iota of the destination rows
   (one-hot mask); 'none' takes the last update that hits a row (Gather), the reductions reduce over the mask.
-- TopK: the rank of every element from pairwise comparisons (ties: lower index first), then a one-hot select.
+- TopK: in onnx_decomp_topk.py.
 - Compress: a constant condition becomes a Gather with constant indices.
 - LpPool: |x|^p summed over the window by a Conv with a ones kernel, then ^(1/p).
 - Gather, GatherElements, GatherND: constant indices range-checked; run-time ones clamped into the data (the
@@ -152,54 +152,6 @@ def _cumulative(node, b: Builder) -> bool:
     # x with a new axis for i in front of its axis (now j): [..., 1, L_j, ...] against the mask's [L_i, L_j].
     masked = b.op("Where", [mask, _unsqueeze(b, x, [axis]), neutral])
     b.op("Identity", [_reduce(b, "ReduceSum" if is_sum else "ReduceProd", masked, [axis + 1])], [out])
-    return True
-
-
-# ------------------------------------------------------------------------------------------------ TopK
-@rewrite("TopK")
-def _top_k(node, b: Builder) -> bool:
-    """Rank every element along the axis by how many elements come before it (larger, or smaller for
-    largest=0; an equal one with a lower index; NaN counts as the largest value, as in onnx's reference), then
-    pick the element of rank r for r < k. The result is sorted whatever `sorted` says (the spec allows it)."""
-    x = node.input[0]
-    shape = b.static_shape(x)
-    rank = len(shape)
-    if rank == 0:
-        b.fail("the input is a scalar: TopK needs a rank >= 1 input")
-    axis = _norm_axis(b, int(b.attr("axis", -1)), rank)
-    if len(node.input) < 2 or not node.input[1]:
-        b.fail("TopK-1 with k as an attribute is not supported (the model is older than opset 10)")
-    k = int(_const_int(b, node.input[1], "K").reshape(-1)[0])
-    length, trailing = shape[axis], (1,) * (rank - axis - 1)
-    if not 0 <= k <= length:
-        b.fail(f"K={k} is out of range for an axis of length {length}")
-    values_out, indices_out = node.output[0], node.output[1] if len(node.output) > 1 else ""
-    if k == 0 or 0 in shape:
-        b.fail("a zero-size result (K=0 or an empty input) is not supported")
-    _check_size(b, shape[:axis] + (length,) + shape[axis:], "pairwise comparison")
-    x_i = _unsqueeze(b, x, [axis + 1])  # [..., L_i, 1, ...]
-    x_j = _unsqueeze(b, x, [axis])  # [..., 1, L_j, ...]
-    first = b.op("Greater" if b.attr("largest", 1) else "Less", [x_j, x_i])
-    same = b.op("Equal", [x_j, x_i])
-    if _elem_type(b, x) in _FLOATS:
-        nan_i, nan_j = b.op("IsNaN", [x_i]), b.op("IsNaN", [x_j])
-        bigger, smaller = (nan_j, nan_i) if b.attr("largest", 1) else (nan_i, nan_j)
-        first = b.op("Or", [first, b.op("And", [bigger, b.op("Not", [smaller])])])
-        same = b.op("Or", [same, b.op("And", [nan_i, nan_j])])
-    lower = np.arange(length)[None, :] < np.arange(length)[:, None]  # [i, j]: j < i
-    tie = b.op("And", [same, b.constant(lower.reshape((length, length) + trailing), "lower")])
-    before = b.op("Cast", [b.op("Or", [first, tie])], to=_INT64)
-    ranks = _reduce(b, "ReduceSum", before, [axis + 1])  # [..., L_i, ...]: a permutation of 0..L-1
-    r_iota = b.constant(np.arange(k, dtype=np.int64).reshape((k, 1) + trailing), "ranks")
-    picked = b.op("Equal", [_unsqueeze(b, ranks, [axis]), r_iota])  # [..., k, L_i, ...]
-    i_iota = b.constant(np.arange(length, dtype=np.int64).reshape((length,) + trailing), "iota")
-    zero = b.constant(np.array(0, np.int64), "zero")
-    where = b.op("Where", [picked, i_iota, zero])
-    indices = _reduce(b, "ReduceSum", where, [axis + 1])  # [..., k, ...]
-    if indices_out:
-        b.op("Identity", [indices], [indices_out])
-    if values_out:
-        b.op("GatherElements", [x, indices], [values_out], axis=axis)
     return True
 
 

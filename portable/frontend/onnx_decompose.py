@@ -192,6 +192,7 @@ def decompose(m, infer, _done: frozenset = frozenset()):
         onnx_decomp_pool,
         onnx_decomp_signal,
         onnx_decomp_spectral,
+        onnx_decomp_topk,
     )
     from .onnx_describe import node_detail
 
