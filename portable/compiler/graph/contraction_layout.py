@@ -107,6 +107,10 @@ def _plan(op: ir.Operation):
         return None
     a = {d for i in xin for d in dims[i]}
     b = {d for i in yin for d in dims[i]}
+    # A side that reads a loop index (Funnel's relative-position attention) reads one of its own loops.
+    if any(o.name == "linalg.index" and ir.IntegerAttr(o.attributes["dim"]).value not in loops
+           for ops, loops in ((xops, a), (yops, b)) for o in ops):
+        return None
     out = dims[nin]
     its = iterator_types(op)
     batch = [d for d in out if d in a and d in b]
@@ -147,7 +151,10 @@ def _side(op: ir.Operation, ranges: list[int], value: ir.Value, ops: list[ir.Ope
     mapping = {body.arguments[i]: block.arguments[j] for j, i in enumerate(inputs)}
     with ir.InsertionPoint(block):
         for o in ops:
-            clone_mapped(o, mapping)
+            if o.name == "linalg.index":  # the same loop, at its place in `order`
+                mapping[o.results[0]] = linalg.IndexOp(pos[ir.IntegerAttr(o.attributes["dim"]).value]).result
+            else:
+                clone_mapped(o, mapping)
         linalg.YieldOp([mapping.get(value, value)])
     return gen.results[0]
 

@@ -60,8 +60,12 @@ def _factor(op: ir.Operation):
                 xs.add(v.arg_number)
         if not ok or not needed:
             continue
-        # Every use of an x-side input is inside f: the reduction keeps no other use of it.
+        # Every use of an x-side input is inside f: the reduction keeps no other use of it. So is every use of
+        # what f computes on the way (a loop index the body reads elsewhere too: Funnel's pooled attention).
         if any(not any(u.owner == o for o in needed) for x in xs for u in args[x].uses):
+            continue
+        if any(not any(u.owner == n for n in needed) for o in needed for r in o.results if r != factor
+               for u in r.uses):
             continue
         return w, factor, needed, sorted(xs)
     return None
@@ -205,7 +209,7 @@ def _erase_unused(needed: list[ir.Operation]) -> None:
     pending = list(needed)  # erased once unused: users before what they use
     while pending:
         dead = [o for o in pending if all(not list(r.uses) for r in o.results)]
-        if not dead:
+        if not dead:  # _factor admits no f whose ops the rest of the body reads
             raise CompileError("unfuse: a producer op inside the reduction is still used", stage="unfuse-producers")
         for o in dead:
             pending.remove(o)
