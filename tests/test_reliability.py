@@ -271,6 +271,27 @@ def test_gather_indices_stay_inside_the_data(device):
         portable.compile(_onnx_model("Gather", [4, 3], [2], indices=[0, 4]), device=device)
 
 
+def test_input_ranges_follow_inputs_by_position_whatever_their_names(device):
+    """Ranges name inputs by position: a user's input name with tabs, newlines and '::' changes nothing."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    name = "ids\tof\nthe::batch"
+    graph = helper.make_graph(
+        [helper.make_node("Cast", [name], ["i64"], to=TensorProto.INT64),
+         helper.make_node("Gather", ["table", "i64"], ["y"], name="look\tup")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info(name, TensorProto.INT32, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.arange(10, dtype=np.float32).reshape(5, 2), "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    g = portable.compile(model, device=device)
+    x = np.zeros(2, np.float32)
+    np.testing.assert_array_equal(g(x, np.array([0, 4, -5], np.int32))[0], np.arange(10.0).reshape(5, 2)[[0, 4, 0]])
+    with pytest.raises(errors.InvalidArgument, match=r"input 1: value 5 .* \(valid: -5 to 4\)"):
+        g(x, np.array([0, 5, 1], np.int32))
+    g.close()
+
+
 def test_input_ranges_travel_in_packages(tmp_path):
     """The ranges are part of the plan: a saved package refuses the same inputs; a malformed range is an
     InvalidPlan, not a TypeError at run time."""

@@ -420,8 +420,12 @@ def _input_ranges(module: ir.Module) -> dict[int, tuple[int, int, str]]:
         return {}
     out: dict[int, tuple[int, int, str]] = {}
     for a in ir.ArrayAttr(attrs[INPUT_RANGES]):
-        pos, lo, hi, why = ir.StringAttr(a).value.split("\t", 3)
-        k, lo, hi = int(pos), int(lo), int(hi)
+        try:
+            pos, lo, hi, why = ir.StringAttr(a).value.split("\t", 3)
+            k, lo, hi = int(pos), int(lo), int(hi)
+        except ValueError:
+            raise CompileError(f"module attribute {INPUT_RANGES}: {ir.StringAttr(a).value!r} is not "
+                               f"'<input position>\\t<lo>\\t<hi>\\t<why>'", stage="named-ops") from None
         if k in out:  # the tighter bound's reason
             olo, ohi, owhy = out[k]
             lo, hi, why = max(lo, olo), min(hi, ohi), why if hi < ohi else owhy

@@ -96,7 +96,8 @@ class Builder:
         (through ops that pass values on unchanged, integer casts included): the runtime then refuses a call whose
         input breaks it, as onnxruntime does, instead of computing with clamped values. True if recorded."""
         producers = {o: n for n in self.m.graph.node for o in n.output}
-        inputs = {vi.name for vi in self.m.graph.input} - {i.name for i in self.m.graph.initializer}
+        inits = {i.name for i in self.m.graph.initializer}
+        inputs = [vi.name for vi in self.m.graph.input if vi.name not in inits]  # in the order callers pass them
         seen = 0
         while name in producers and seen < 64:
             n, seen = producers[name], seen + 1
@@ -113,7 +114,8 @@ class Builder:
         if entry is None:
             entry = self.m.metadata_props.add()
             entry.key = RANGES_KEY
-        line = f"{name}\t{int(lo)}\t{int(hi)}\t{why}".replace("\n", " ")
+        # By position: a user's input name may hold any character; the reason's tabs and newlines become spaces.
+        line = f"{inputs.index(name)}\t{int(lo)}\t{int(hi)}\t{' '.join(why.split())}"
         entry.value = "\n".join(filter(None, [entry.value, line]))
         return True
 
@@ -173,7 +175,7 @@ def _known(m) -> tuple[dict, dict, dict]:
 
 PATHS_KEY = "portable.onnx_paths"  # metadata_props entry: one line per node of an op with a rewrite
 # metadata_props entry (and module attribute): the values a graph input may hold, one line per constraint
-# '<input name>\t<lo>\t<hi>\t<why>': indices a gather reads unchecked come straight from the caller.
+# '<input position>\t<lo>\t<hi>\t<why>': indices a gather reads unchecked come straight from the caller.
 RANGES_KEY = "portable.input_ranges"
 # Ops that pass index values through unchanged (a subset, a copy or another shape of them).
 _SAME_VALUES = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Transpose", "Slice", "Tile"}
@@ -272,18 +274,12 @@ def annotate(module, m) -> None:
     """Put the recorded paths on the imported MLIR module (attribute PATHS_KEY, an array of strings), and the
     recorded input ranges (RANGES_KEY: '<input position>\t<lo>\t<hi>\t<why>' per constraint)."""
     from ..ir.mlir import ir
-    from .onnx_shapes import runtime_inputs
 
     lines = paths(m)
     if lines:
         module.attributes[PATHS_KEY] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in lines])
     entry = next((p for p in m.metadata_props if p.key == RANGES_KEY), None)
-    position = {vi.name: i for i, vi in enumerate(runtime_inputs(m))}
-    ranges = []
-    for line in (entry.value.split("\n") if entry is not None and entry.value else []):
-        name, lo, hi, why = line.split("\t", 3)
-        if name in position:
-            ranges.append(f"{position[name]}\t{lo}\t{hi}\t{why}")
+    ranges = entry.value.split("\n") if entry is not None and entry.value else []
     if ranges:
         module.attributes[RANGES_KEY] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in ranges])
 
