@@ -42,7 +42,7 @@ from .graph import (
     windows,
 )
 from .graph.tensor_slices import insert_slices_to_generics
-from .lowering import barriers, constant_init, loop_registers, loop_vectorize, row_columns, row_registers
+from .lowering import barriers, constant_init, kernel_dedup, loop_registers, loop_vectorize, row_columns, row_registers
 from .schedule import (
     coop_matrix,
     coop_narrow,
@@ -206,40 +206,6 @@ def _plan(c: Compilation) -> bool:
     return False
 
 
-def _dedup_kernels(c: Compilation) -> bool:
-    """Repeated layers outline to gpu.modules that differ only in their names: each launch of a repeat goes to
-    the first copy and the copies are erased, so the kernel stages after this and codegen see each distinct
-    kernel once (ResNet-50: 131 modules, 59 distinct)."""
-    by_signature: dict[str, list[tuple[ir.Operation, str, str]]] = {}
-    for gm in [op for op in c.module.body.operations if op.operation.name == "gpu.module"]:
-        fns = [op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func"]
-        if len(fns) == 1:
-            fn = fns[0]
-            # Printing is what costs: only modules whose kernels take the same arguments on the same workgroup
-            # are compared as text.
-            sig = f"{fn.attributes['function_type']} {fn.attributes['known_block_size']}"
-            by_signature.setdefault(sig, []).append((gm.operation, ir.StringAttr(gm.attributes["sym_name"]).value,
-                                                     ir.StringAttr(fn.attributes["sym_name"]).value))
-    redirect: dict[tuple[str, str], tuple[str, str]] = {}
-    for same in by_signature.values():
-        first: dict[str, tuple[str, str]] = {}
-        for gm, gname, fname in same if len(same) > 1 else ():
-            # The whole module body (globals included); verified by the stages, verifying again costs more.
-            body = "\n".join(op.operation.get_asm(assume_verified=True) for op in gm.regions[0].blocks[0].operations)
-            if body in first:
-                redirect[(gname, fname)] = first[body]
-                gm.erase()
-            else:
-                first[body] = (gname, fname)
-    if not redirect:
-        return False
-    for op in find_ops(public_func(c.module), ("gpu.launch_func",)):
-        sym = tuple(ir.SymbolRefAttr(op.attributes["kernel"]).value)
-        if sym in redirect:
-            op.attributes["kernel"] = ir.SymbolRefAttr.get(list(redirect[sym]))
-    return True
-
-
 def _vector_rounds(c: Compilation) -> bool:
     """Vector forms every target lowers (transform_script.VECTOR_ROUNDS) where no group took cooperative
     matrices (those run them in the script, on the other groups' loops only)."""
@@ -292,7 +258,7 @@ STAGES: list[Stage] = [
     Stage("tile-and-map", mapping.tile_and_map),
     # Kernels: outlined gpu.modules, lowered on memrefs.
     Stage("outline", lambda c: c.passes(OUTLINE)),
-    Stage("dedup-kernels", _dedup_kernels),
+    Stage("dedup-kernels", lambda c: kernel_dedup.drop_repeats(c.module)),
     Stage("vector-rounds", _vector_rounds),
     Stage("coop-staging", _coop_staging),
     Stage("vector-to-mma", _vector_to_mma),
@@ -472,9 +438,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
 
     kernels: list[Kernel] = []
     index: dict[tuple[str, str], int] = {}
-    # Repeated layers outline to kernels that differ only in their module's name: each distinct body is
-    # generated (and later built by the driver) once.
-    seen: dict[str, int] = {}
+    # (Repeated layers left one gpu.module each at the dedup-kernels stage.)
     gpu_modules = [gm for gm in module.body.operations if gm.operation.name == "gpu.module"]
     for k, gm in enumerate(gpu_modules):
         if progress is not None:
@@ -482,10 +446,6 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
         gname = ir.StringAttr(gm.attributes["sym_name"]).value
         fn = next(op for op in gm.regions[0].blocks[0].operations if op.operation.name == "gpu.func")
         fname = ir.StringAttr(fn.attributes["sym_name"]).value
-        body = fn.operation.get_asm(assume_verified=True)  # verified by the stages; verifying again costs more
-        if body in seen:
-            index[(gname, fname)] = seen[body]
-            continue
         wg = tuple(int(x) for x in ir.DenseI32ArrayAttr(fn.attributes["known_block_size"]))
         nargs = len(fn.regions[0].blocks[0].arguments)
         access = plan.kernel_access(fn.operation)
@@ -525,7 +485,7 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
             ocl = emit_opencl(gmod, fp16=bool(o.fp16), asm=o.opencl_asm)
             opencl = ocl.source
             dump(f"{gname}", opencl, ".cl")
-        index[(gname, fname)] = seen[body] = len(kernels)
+        index[(gname, fname)] = len(kernels)
         kernels.append(Kernel(name=fname, workgroup_size=wg, num_buffers=nargs, spirv=spirv, opencl=opencl,
                               access=access, texel_buffers=texels, subgroup_size=width if spirv else 0))
     return kernels, index
