@@ -163,7 +163,7 @@ def test_tiny_bert_runs_like_onnxruntime(device, tiny_bert, profile):
 def test_projection_into_heads_runs_like_numpy(device, profile):
     """A matmul whose output an exporter split into heads (loops (b, s, h, d, k): graph/collapse_dims.py joins them
     into a plain matmul) with its bias epilogue."""
-    from test_pipeline_stages import HEADS_PROJECTION
+    from test_graph_rewrite_stages import HEADS_PROJECTION
 
     from portable.api import CompiledGraph
     from portable.compiler.pipeline import compile_module
@@ -185,7 +185,7 @@ def test_attention_scores_in_the_projections_layout_run_like_numpy(device, profi
     """Q.K^T over (b, h) read from (b, s, h, d) tensors with a scale on each side, and a bias both add (equal biases
     become one constant): graph/contraction_layout.py copies both sides into batch-matmul order, that side's
     elementwise work applied there."""
-    from test_pipeline_stages import ATTENTION_SCORES, SHARED_BIAS_SCORES
+    from test_graph_rewrite_stages import ATTENTION_SCORES, SHARED_BIAS_SCORES
 
     from portable.api import CompiledGraph
     from portable.compiler.pipeline import compile_module

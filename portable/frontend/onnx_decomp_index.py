@@ -14,86 +14,36 @@ lowering at all. Shapes are static here, so each rewrite builds its masks and io
 - Gather, GatherElements, GatherND: constant indices range-checked; run-time ones clamped into the data (the
   kernels read unchecked), and where they are a graph input, that input's range recorded for the runtime.
 
-Every mask is bounded by MAX_MASK elements; a larger one raises UnsupportedOp naming its size.
+Every mask is bounded by MAX_MASK elements (onnx_decomp_nodes.py); a larger one raises UnsupportedOp naming its size.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .onnx_decomp_nodes import (
+    FLOATS,
+    INT16,
+    INT32,
+    INT64,
+    UINT16,
+    check_size,
+    const_int,
+    elem_type_of,
+    norm_axis,
+    reduce,
+    reshape,
+    squeeze,
+    transpose,
+    typed_const,
+    unsqueeze,
+)
 from .onnx_decompose import Builder, rewrite
 
-MAX_MASK = 1 << 26  # elements of the biggest mask (or masked intermediate) a rewrite may build
-
-_BOOL, _INT32, _INT64, _BF16 = 9, 6, 7, 16  # onnx.TensorProto element types
-_FLOATS = {1, 10, 11, 16}  # float32, float16, float64, bfloat16
 _NARROW = {9, 2, 3}  # bool, uint8, int8: not every Reduce* op takes them
-_UINT16, _INT16 = 4, 5
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-
-def _check_size(b: Builder, shape, what: str) -> None:
-    n = int(np.prod(shape, dtype=np.int64))
-    if n > MAX_MASK:
-        dims = "x".join(str(int(d)) for d in shape)
-        b.fail(f"this rewrite would build a {dims} {what} ({n} elements), over its limit of {MAX_MASK} (2^26) "
-                 f"elements")
-
-
-def _norm_axis(b: Builder, axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        b.fail(f"axis {axis} is out of range for a rank-{rank} input")
-    return axis + rank if axis < 0 else axis
-
-
-def _opset(b: Builder) -> int:
-    return next((o.version for o in b.m.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
-def _with_axes(b: Builder, op: str, x: str, axes, since: int, **attrs) -> str:
-    """`op` over `axes`, passed as an input from opset `since` on and as an attribute before it."""
-    axes = [int(a) for a in axes]
-    if _opset(b) >= since:
-        return b.op(op, [x, b.constant(np.array(axes, np.int64), "axes")], **attrs)
-    return b.op(op, [x], axes=axes, **attrs)
-
-
-def _unsqueeze(b: Builder, x: str, axes) -> str:
-    return _with_axes(b, "Unsqueeze", x, axes, 13)
-
-
-def _squeeze(b: Builder, x: str, axes) -> str:
-    return _with_axes(b, "Squeeze", x, axes, 13)
-
-
-_AXES_AS_INPUT_SINCE = {"ReduceSum": 13, "ReduceProd": 18, "ReduceMax": 18, "ReduceMin": 18}
-
-
-def _reduce(b: Builder, op: str, x: str, axes, keepdims: int = 0) -> str:
-    return _with_axes(b, op, x, axes, _AXES_AS_INPUT_SINCE[op], keepdims=keepdims)
-
-
-def _reshape(b: Builder, x: str, shape, have=None) -> str:
-    if have is not None and tuple(have) == tuple(shape):
-        return x
-    return b.op("Reshape", [x, b.constant(np.array(shape, np.int64), "shape")])
-
-
-def _transpose(b: Builder, x: str, perm) -> str:
-    if list(perm) == sorted(perm):
-        return x
-    return b.op("Transpose", [x], perm=[int(p) for p in perm])
-
-
-def _typed_const(b: Builder, value, elem_type: int, hint: str = "const") -> str:
-    """A constant of ONNX element type `elem_type` (bfloat16 has no numpy dtype: made in float32 and cast)."""
-    if elem_type == _BF16:
-        return b.op("Cast", [b.constant(np.asarray(value, np.float32), hint)], to=_BF16)
-    from onnx import helper
-
-    return b.constant(np.asarray(value, helper.tensor_dtype_to_np_dtype(elem_type)), hint)
 
 
 def _identity(op: str, elem_type: int):
@@ -102,27 +52,12 @@ def _identity(op: str, elem_type: int):
         return 0
     if op == "mul":
         return 1
-    if elem_type in _FLOATS:
+    if elem_type in FLOATS:
         return -np.inf if op == "max" else np.inf
     from onnx import helper
 
     info = np.iinfo(helper.tensor_dtype_to_np_dtype(elem_type))
     return info.min if op == "max" else info.max
-
-
-def _elem_type(b: Builder, name: str) -> int:
-    t = b.elem_type(name)
-    if t is None:
-        b.fail(f"the element type of '{name}' is not known")
-    return t
-
-
-def _const_int(b: Builder, name: str, what: str) -> np.ndarray:
-    value = b.const(name)
-    if value is None:
-        b.fail(f"its {what} ('{name}') is computed at run time; portable compiles per shape and needs it as a "
-                 f"constant: pass it in input_values= to fold it")
-    return np.asarray(value).astype(np.int64)
 
 
 # ------------------------------------------------------------------------------------- CumSum, CumProd
@@ -134,12 +69,12 @@ def _cumulative(node, b: Builder) -> bool:
     shape = b.static_shape(x)
     if len(shape) == 0:
         b.fail("the input is a scalar: the op needs a rank >= 1 input")
-    axis = _norm_axis(b, int(_const_int(b, node.input[1], "axis").reshape(-1)[0]), len(shape))
+    axis = norm_axis(b, int(const_int(b, node.input[1], "axis").reshape(-1)[0]), len(shape))
     if 0 in shape:
         b.op("Identity", [x], [out])
         return True
     length, trailing = shape[axis], (1,) * (len(shape) - axis - 1)
-    _check_size(b, shape[:axis] + (length,) + shape[axis:], "masked copy of the input")
+    check_size(b, shape[:axis] + (length,) + shape[axis:], "masked copy of the input")
     i, j = np.arange(length)[:, None], np.arange(length)[None, :]
     reverse, exclusive = b.attr("reverse", 0), b.attr("exclusive", 0)
     if reverse:
@@ -148,10 +83,10 @@ def _cumulative(node, b: Builder) -> bool:
         keep = j < i if exclusive else j <= i
     mask = b.constant(keep.reshape((length, length) + trailing), "mask")
     is_sum = node.op_type == "CumSum"
-    neutral = _typed_const(b, 0 if is_sum else 1, _elem_type(b, x), "neutral")
+    neutral = typed_const(b, 0 if is_sum else 1, elem_type_of(b, x), "neutral")
     # x with a new axis for i in front of its axis (now j): [..., 1, L_j, ...] against the mask's [L_i, L_j].
-    masked = b.op("Where", [mask, _unsqueeze(b, x, [axis]), neutral])
-    b.op("Identity", [_reduce(b, "ReduceSum" if is_sum else "ReduceProd", masked, [axis + 1])], [out])
+    masked = b.op("Where", [mask, unsqueeze(b, x, [axis]), neutral])
+    b.op("Identity", [reduce(b, "ReduceSum" if is_sum else "ReduceProd", masked, [axis + 1])], [out])
     return True
 
 
@@ -169,7 +104,7 @@ def _compress(node, b: Builder) -> bool:
     if axis is None:
         length = int(np.prod(shape, dtype=np.int64))
     else:
-        axis = _norm_axis(b, int(axis), len(shape))
+        axis = norm_axis(b, int(axis), len(shape))
         length = shape[axis]
     cond = np.asarray(cond).reshape(-1).astype(bool)
     if cond[length:].any():
@@ -177,7 +112,7 @@ def _compress(node, b: Builder) -> bool:
     picked = np.nonzero(cond[:length])[0].astype(np.int64)
     if picked.size == 0:
         b.fail("the condition selects nothing: a zero-size result is not supported")
-    src = _reshape(b, x, [-1]) if axis is None else x
+    src = reshape(b, x, [-1]) if axis is None else x
     b.op("Gather", [src, b.constant(picked, "picked")], [out], axis=0 if axis is None else axis)
     # Inference cannot size a Compress output even for a constant condition: rewrites after this one need it.
     b.set_shape(out, (picked.size,) if axis is None else shape[:axis] + (picked.size,) + shape[axis + 1:])
@@ -193,34 +128,34 @@ def _scatter_rows(b: Builder, data: str, rows: int, width: int, updates: str, co
     reduce_op = {"add": "ReduceSum", "mul": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin"}
     if reduction != "none" and reduction not in reduce_op:
         b.fail(f"reduction '{reduction}' is not one of none, add, mul, max, min")
-    _check_size(b, (count, rows, dest_width if reduction == "none" else width), "scatter mask")
+    check_size(b, (count, rows, dest_width if reduction == "none" else width), "scatter mask")
     row_iota = b.constant(np.arange(rows, dtype=np.int64).reshape(rows, 1), "rows")
-    hits = b.op("Equal", [_unsqueeze(b, dest, [1]), row_iota])  # [count, rows, dest_width]
+    hits = b.op("Equal", [unsqueeze(b, dest, [1]), row_iota])  # [count, rows, dest_width]
     if reduction == "none":
         # Duplicate destinations are undefined by the spec: the last update wins, as in a sequential loop.
         upd_iota = b.constant(np.arange(count, dtype=np.int64).reshape(count, 1, 1), "updates")
         none = b.constant(np.array(-1, np.int64), "none")
-        last = _reduce(b, "ReduceMax", b.op("Where", [hits, upd_iota, none]), [0])  # [rows, dest_width]
+        last = reduce(b, "ReduceMax", b.op("Where", [hits, upd_iota, none]), [0])  # [rows, dest_width]
         written = b.op("Greater", [last, none])
         safe = b.op("Where", [written, last, b.constant(np.array(0, np.int64), "zero")])
         if dest_width == 1:
-            values = b.op("Gather", [updates, _squeeze(b, safe, [1])], axis=0)
+            values = b.op("Gather", [updates, squeeze(b, safe, [1])], axis=0)
         else:
             values = b.op("GatherElements", [updates, safe], axis=0)
         return b.op("Where", [written, values, data])
-    if elem_type in (_INT16, _UINT16):
+    if elem_type in (INT16, UINT16):
         b.fail(f"reduction '{reduction}' on 16-bit integers is not supported (ONNX's Reduce* ops do not take "
                  f"them and torch-mlir's Cast has no lowering back to them)")
     if elem_type in _NARROW:
         # Not every Reduce* op takes bool or 8-bit integers: reduce in int32 and cast back (for bool, add is or and
         # mul is and; for the others the cast wraps as their own arithmetic would).
-        data = b.op("Cast", [data], to=_INT32)
-        updates = b.op("Cast", [updates], to=_INT32)
-        result = _scatter_rows(b, data, rows, width, updates, count, dest, dest_width, reduction, _INT32)
+        data = b.op("Cast", [data], to=INT32)
+        updates = b.op("Cast", [updates], to=INT32)
+        result = _scatter_rows(b, data, rows, width, updates, count, dest, dest_width, reduction, INT32)
         return b.op("Cast", [result], to=elem_type)
-    neutral = _typed_const(b, _identity(reduction, elem_type), elem_type, "neutral")
-    masked = b.op("Where", [hits, _unsqueeze(b, updates, [1]), neutral])  # [count, rows, width]
-    reduced = _reduce(b, reduce_op[reduction], masked, [0])
+    neutral = typed_const(b, _identity(reduction, elem_type), elem_type, "neutral")
+    masked = b.op("Where", [hits, unsqueeze(b, updates, [1]), neutral])  # [count, rows, width]
+    reduced = reduce(b, reduce_op[reduction], masked, [0])
     combine = {"add": "Add", "mul": "Mul", "max": "Max", "min": "Min"}[reduction]
     return b.op(combine, [data, reduced])
 
@@ -245,12 +180,12 @@ def _scatter_along_axis(b: Builder, data: str, dshape: tuple, dest: str, updates
     moved = [dshape[i] for i in perm]
 
     def flat(name: str, shape: tuple, lead: int) -> str:
-        return _reshape(b, _transpose(b, name, perm), [lead, width], [shape[i] for i in perm])
+        return reshape(b, transpose(b, name, perm), [lead, width], [shape[i] for i in perm])
 
     result = _scatter_rows(b, flat(data, dshape, rows), rows, width, flat(updates, ushape, count), count,
-                           flat(dest, ushape, count), width, reduction, _elem_type(b, data))
-    result = _reshape(b, result, moved, [rows, width])
-    b.op("Identity", [_transpose(b, result, np.argsort(perm))], [out])
+                           flat(dest, ushape, count), width, reduction, elem_type_of(b, data))
+    result = reshape(b, result, moved, [rows, width])
+    b.op("Identity", [transpose(b, result, np.argsort(perm))], [out])
 
 
 def _wrap_negative(b: Builder, index: str, size) -> str:
@@ -266,11 +201,11 @@ def _scatter_elements(node, b: Builder) -> bool:
     dshape, ishape = b.static_shape(data), b.static_shape(indices)
     if len(dshape) == 0:
         b.fail("the data is a scalar: the op needs a rank >= 1 input")
-    axis = _norm_axis(b, int(b.attr("axis", 0)), len(dshape))
+    axis = norm_axis(b, int(b.attr("axis", 0)), len(dshape))
     if 0 in ishape or 0 in dshape:
         b.op("Identity", [data], [out])
         return True
-    dest = indices if _elem_type(b, indices) == _INT64 else b.op("Cast", [indices], to=_INT64)
+    dest = indices if elem_type_of(b, indices) == INT64 else b.op("Cast", [indices], to=INT64)
     dest = _wrap_negative(b, dest, b.constant(np.array(dshape[axis], np.int64), "size"))
     reduction = b.attr("reduction", b"none")
     reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
@@ -300,14 +235,14 @@ def _scatter_nd(node, b: Builder) -> bool:
     if k == 0:
         dest = b.constant(np.zeros((count, 1), np.int64), "dest")
     else:
-        tuples = _reshape(b, indices, [count, k], ishape)
+        tuples = reshape(b, indices, [count, k], ishape)
         tuples = _wrap_negative(b, tuples, b.constant(np.array([dshape[:k]], np.int64), "sizes"))
         strides = np.cumprod((dshape[1:k] + (1,))[::-1])[::-1].astype(np.int64)
         linear = b.op("Mul", [tuples, b.constant(strides.reshape(1, k), "strides")])
-        dest = _reduce(b, "ReduceSum", linear, [1], keepdims=1)  # [count, 1]
-    result = _scatter_rows(b, _reshape(b, data, [rows, width], dshape), rows, width,
-                           _reshape(b, updates, [count, width], b.static_shape(updates)), count, dest, 1,
-                           reduction, _elem_type(b, data))
+        dest = reduce(b, "ReduceSum", linear, [1], keepdims=1)  # [count, 1]
+    result = _scatter_rows(b, reshape(b, data, [rows, width], dshape), rows, width,
+                           reshape(b, updates, [count, width], b.static_shape(updates)), count, dest, 1,
+                           reduction, elem_type_of(b, data))
     b.op("Reshape", [result, b.constant(np.array(dshape, np.int64), "shape")], [out])
     return True
 
@@ -323,7 +258,7 @@ def _tensor_scatter(node, b: Builder) -> bool:
     rank = len(pshape)
     if rank < 2:
         b.fail("the cache needs a batch and a sequence axis (rank >= 2)")
-    axis = _norm_axis(b, int(b.attr("axis", -2)), rank)
+    axis = norm_axis(b, int(b.attr("axis", -2)), rank)
     if axis == 0:
         b.fail("axis 0 is the batch axis; the sequence axis must be another one")
     if len(ushape) != rank or any(p != u for i, (p, u) in enumerate(zip(pshape, ushape)) if i != axis) \
@@ -340,9 +275,9 @@ def _tensor_scatter(node, b: Builder) -> bool:
     positions = np.arange(seq, dtype=np.int64).reshape((1,) * axis + (seq,) + (1,) * (rank - axis - 1))
     dest = b.constant(positions, "positions")
     if write:
-        starts = _reshape(b, write, [pshape[0]] + [1] * (rank - 1))
-        if _elem_type(b, write) != _INT64:
-            starts = b.op("Cast", [starts], to=_INT64)
+        starts = reshape(b, write, [pshape[0]] + [1] * (rank - 1))
+        if elem_type_of(b, write) != INT64:
+            starts = b.op("Cast", [starts], to=INT64)
         dest = b.op("Add", [starts, dest])
     if mode == "circular":
         dest = b.op("Mod", [dest, b.constant(np.array(pshape[axis], np.int64), "length")])
@@ -390,29 +325,29 @@ def _lp_pool(node, b: Builder) -> bool:
     p = b.attr("p", 2)
     if float(p) <= 0:
         b.fail(f"p={p} must be positive")
-    elem_type = _elem_type(b, x)
+    elem_type = elem_type_of(b, x)
     pads = _pool_pads(b, shape[2:], oshape[2:], kernel, strides, dilations)
     if p == 1:
         powered = b.op("Abs", [x])
     elif p == 2:
         powered = b.op("Mul", [x, x])
     else:
-        powered = b.op("Pow", [b.op("Abs", [x]), _typed_const(b, float(p), elem_type, "p")])
+        powered = b.op("Pow", [b.op("Abs", [x]), typed_const(b, float(p), elem_type, "p")])
     # Sum each window with a ones kernel: padding is zeros, which add nothing to an Lp sum. Batch and channels
     # are folded into one batch of single-channel images (torch-mlir has no grouped 3-D convolution).
     images = [shape[0] * shape[1], 1] + list(shape[2:])
-    ones = _typed_const(b, np.ones([1, 1] + kernel), elem_type, "window")
-    summed = b.op("Conv", [_reshape(b, powered, images), ones], kernel_shape=kernel, strides=strides,
+    ones = typed_const(b, np.ones([1, 1] + kernel), elem_type, "window")
+    summed = b.op("Conv", [reshape(b, powered, images), ones], kernel_shape=kernel, strides=strides,
                   dilations=dilations, pads=pads)
     if p == 2:
         summed = b.op("Sqrt", [summed])
     elif p != 1:
-        summed = b.op("Pow", [summed, _typed_const(b, 1.0 / float(p), elem_type, "root")])
+        summed = b.op("Pow", [summed, typed_const(b, 1.0 / float(p), elem_type, "root")])
     b.op("Reshape", [summed, b.constant(np.array(oshape, np.int64), "shape")], [out])
     return True
 
 
-__all__ = ["MAX_MASK"]
+__all__: list[str] = []
 
 
 # ------------------------------------------------------------------------------------------------ gathers
@@ -432,8 +367,8 @@ def _gather_in_bounds(node, b: Builder) -> bool:
 
     data, indices = node.input[:2]
     dshape, ishape = b.shape(data), b.shape(indices)
-    itype = _elem_type(b, indices)
-    if dshape is None or ishape is None or itype not in (_INT32, _INT64) or len(dshape) == 0:
+    itype = elem_type_of(b, indices)
+    if dshape is None or ishape is None or itype not in (INT32, INT64) or len(dshape) == 0:
         return False
     if node.op_type == "GatherND":
         batch = int(b.attr("batch_dims", 0))
@@ -443,7 +378,7 @@ def _gather_in_bounds(node, b: Builder) -> bool:
         sizes = np.array(dshape[batch:batch + k], np.int64)
         attrs = {"batch_dims": batch}
     else:
-        axis = _norm_axis(b, int(b.attr("axis", 0)), len(dshape))
+        axis = norm_axis(b, int(b.attr("axis", 0)), len(dshape))
         sizes = np.array(dshape[axis], np.int64)
         attrs = {"axis": axis}
     if 0 in ishape or not sizes.all():
@@ -460,7 +395,7 @@ def _gather_in_bounds(node, b: Builder) -> bool:
     if sizes.ndim == 0 or (sizes == sizes.flat[0]).all():
         n = int(sizes.flat[0])
         b.input_range(indices, -n, n - 1, f"{node_desc(node)} indexes a dimension of size {n}")
-    dtype = np.int32 if itype == _INT32 else np.int64
+    dtype = np.int32 if itype == INT32 else np.int64
     # Clamped into [-n, n - 1], then Python's modulo wraps the negative ones. (Not Where/Add: ONNX shape inference
     # propagates Add over a 1-D int64 tensor as if it were a shape, one symbolic dim per element: minutes for
     # large index tensors.)

@@ -1,6 +1,6 @@
 """Rewrites of Resize into ONNX ops that torch-mlir lowers to plain linalg (Gather, GatherElements, MatMul,
 elementwise ops, ReduceSum); GridSample is in onnx_decomp_grid.py, DFT, STFT and MelWeightMatrix in
-onnx_decomp_spectral.py, which share the helpers here.
+onnx_decomp_spectral.py; the three share the building blocks of onnx_decomp_nodes.py.
 
 Resize is separable: per resized axis, the output is a fixed linear map of the input along that axis, so its
 taps and weights are computed here with numpy (float64, following the ONNX spec) and applied on the device as
@@ -15,7 +15,17 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedOp
+from .onnx_decomp_nodes import (
+    cast,
+    compute_dtype,
+    const_input,
+    finish,
+    is_float,
+    opset,
+    reduce_sum,
+    reshape,
+    unsupported,
+)
 from .onnx_decompose import Builder, rewrite
 
 # An axis whose [out, in] resize matrix has at most this many entries is applied as one MatMul; larger ones
@@ -26,58 +36,6 @@ FLAT_GATHER_LIMIT = 1 << 20
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _fail(node, why: str) -> UnsupportedOp:
-    return UnsupportedOp(f"node '{node.name}' (op {node.op_type}): {why}")
-
-
-def _opset(b: Builder) -> int:
-    return next((o.version for o in b.m.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
-def _input(node, i: int) -> str:
-    """Name of optional input i, '' when absent."""
-    return node.input[i] if len(node.input) > i else ""
-
-
-def _const_input(node, b: Builder, i: int, what: str) -> np.ndarray | None:
-    """Value of optional input i (None when absent); raises when it is only known at run time."""
-    name = _input(node, i)
-    if not name:
-        return None
-    value = b.const(name)
-    if value is None:
-        raise _fail(node, f"its {what} input '{name}' is computed at run time; portable compiles per shape and "
-                          f"needs it constant (pass it in input_values= to fold it)")
-    return value
-
-
-def _reshape(b: Builder, x: str, shape) -> str:
-    return b.op("Reshape", [x, b.constant(np.array(shape, np.int64), "shape")])
-
-
-def _reduce_sum(b: Builder, x: str, axis: int, keepdims: int = 0) -> str:
-    if _opset(b) >= 13:
-        return b.op("ReduceSum", [x, b.constant(np.array([axis], np.int64), "axes")], keepdims=keepdims)
-    return b.op("ReduceSum", [x], axes=[axis], keepdims=keepdims)
-
-
-def _cast(b: Builder, x: str, to_np, from_np) -> str:
-    from onnx import helper
-
-    if np.dtype(to_np) == np.dtype(from_np):
-        return x
-    return b.op("Cast", [x], to=helper.np_dtype_to_tensor_dtype(np.dtype(to_np)))
-
-
-def _is_float(dt: np.dtype | None) -> bool:
-    return dt is not None and (dt.kind == "f" or dt.name == "bfloat16")  # ml_dtypes' bfloat16 has kind 'V'
-
-
-def _compute_dtype(dt: np.dtype) -> np.dtype:
-    """Float type to interpolate values of type `dt` in: float32 unless they are float64."""
-    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
-
-
 def _from_compute(b: Builder, y: str, compute: np.dtype, out: np.dtype) -> str:
     """Back from the compute type to the op's type: integers are rounded (half to even) and saturated, as the
     reference's saturate_cast does."""
@@ -85,12 +43,7 @@ def _from_compute(b: Builder, y: str, compute: np.dtype, out: np.dtype) -> str:
         info = np.iinfo(out)
         low, high = b.constant(np.array(info.min, compute), "min"), b.constant(np.array(info.max, compute), "max")
         y = b.op("Clip", [b.op("Round", [y]), low, high])
-    return _cast(b, y, out, compute)
-
-
-def _finish(b: Builder, node, y: str) -> bool:
-    b.op("Identity", [y], [node.output[0]])
-    return True
+    return cast(b, y, out, compute)
 
 
 # ----------------------------------------------------------------------------------------------- Resize
@@ -103,8 +56,8 @@ class _Axis:
 
 def _resize_inputs(node, b: Builder, ctm: str) -> tuple:
     """(roi, scales, sizes), each None when absent or empty; roi only for tf_crop_and_resize, which alone uses it."""
-    roi = _const_input(node, b, 1, "roi") if ctm == "tf_crop_and_resize" else None
-    scales, sizes = _const_input(node, b, 2, "scales"), _const_input(node, b, 3, "sizes")
+    roi = const_input(node, b, 1, "roi") if ctm == "tf_crop_and_resize" else None
+    scales, sizes = const_input(node, b, 2, "scales"), const_input(node, b, 3, "sizes")
     return tuple(None if v is not None and v.size == 0 else v for v in (roi, scales, sizes))
 
 
@@ -114,12 +67,12 @@ def _resize_axes(node, b: Builder, inputs: tuple, shape: tuple, out_shape: tuple
     axes = [a + rank if a < 0 else a for a in (b.attr("axes") or range(rank))]
     roi, scales, sizes = inputs
     if (scales is None) == (sizes is None):
-        raise _fail(node, "exactly one of scales and sizes must be given")
+        raise unsupported(node, "exactly one of scales and sizes must be given")
     given = scales if scales is not None else sizes
     if given.size != len(axes):
-        raise _fail(node, f"it has {given.size} scales/sizes for {len(axes)} axes")
+        raise unsupported(node, f"it has {given.size} scales/sizes for {len(axes)} axes")
     if roi is not None and roi.size != 2 * len(axes):
-        raise _fail(node, f"its roi has {roi.size} values, expected {2 * len(axes)}")
+        raise unsupported(node, f"its roi has {roi.size} values, expected {2 * len(axes)}")
     if scales is not None:
         scale = {a: float(s) for a, s in zip(axes, scales.astype(np.float64))}
     else:
@@ -128,7 +81,7 @@ def _resize_axes(node, b: Builder, inputs: tuple, shape: tuple, out_shape: tuple
         if policy != "stretch":
             pick = {"not_larger": min, "not_smaller": max}.get(policy)
             if pick is None:
-                raise _fail(node, f"unknown keep_aspect_ratio_policy '{policy}'")
+                raise unsupported(node, f"unknown keep_aspect_ratio_policy '{policy}'")
             s = pick(scale.values())
             scale = {a: s for a in axes}
     out = {}
@@ -137,7 +90,7 @@ def _resize_axes(node, b: Builder, inputs: tuple, shape: tuple, out_shape: tuple
         # which decides whether a border output lands just inside or outside the input.
         span = (roi[i], roi[i + len(axes)]) if roi is not None else (0.0, 1.0)
         if scale[a] <= 0:
-            raise _fail(node, f"scale {scale[a]} of axis {a} is not positive")
+            raise unsupported(node, f"scale {scale[a]} of axis {a} is not positive")
         if out_shape[a] == shape[a] and math.isclose(scale[a], 1.0) and span == (0.0, 1.0):
             continue  # identity along this axis
         out[a] = _Axis(shape[a], out_shape[a], scale[a], span)
@@ -284,23 +237,23 @@ def _torch_mlir_resizes(attrs: dict, shape: tuple, dtype: np.dtype, axes: dict[i
 
 @rewrite("Resize")
 def _resize(node, b: Builder) -> bool:
-    if _opset(b) < 11:
+    if opset(b) < 11:
         return False  # Resize-10 (no roi, asymmetric coordinates): torch-mlir's lowering covers it
     x = node.input[0]
     attrs = _resize_attrs(b)
     if attrs["mode"] not in ("nearest", "linear", "cubic"):
-        raise _fail(node, f"unknown mode '{attrs['mode']}'")
+        raise unsupported(node, f"unknown mode '{attrs['mode']}'")
     if attrs["ctm"] not in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                             "asymmetric", "tf_crop_and_resize"):
-        raise _fail(node, f"unknown coordinate_transformation_mode '{attrs['ctm']}'")
+        raise unsupported(node, f"unknown coordinate_transformation_mode '{attrs['ctm']}'")
     inputs = _resize_inputs(node, b, attrs["ctm"])
     shape, out_shape = b.static_shape(x), b.static_shape(node.output[0])
     if 0 in shape or 0 in out_shape:
-        raise _fail(node, f"resizing {shape} to {out_shape}: empty tensors are not supported")
+        raise unsupported(node, f"resizing {shape} to {out_shape}: empty tensors are not supported")
     axes = _resize_axes(node, b, inputs, shape, out_shape)
     dtype = b.np_dtype(x)
     if dtype is None:
-        raise _fail(node, f"the element type of '{x}' is not known")
+        raise unsupported(node, f"the element type of '{x}' is not known")
     if _torch_mlir_resizes(attrs, shape, dtype, axes):
         return _as_torch_mlir_takes_it(node, b)
     taps = {a: _axis_taps(ax, attrs) for a, ax in axes.items()}
@@ -309,10 +262,10 @@ def _resize(node, b: Builder) -> bool:
     if taps and all(g is not None for g in gathers.values()):
         y, cur = _gather_axes(b, y, cur, gathers)
     else:
-        if not (_is_float(dtype) or dtype.kind in "iu"):
-            raise _fail(node, f"{attrs['mode']} interpolation of {dtype} values is not supported")
-        compute = _compute_dtype(dtype)
-        y = _cast(b, y, compute, dtype)
+        if not (is_float(dtype) or dtype.kind in "iu"):
+            raise unsupported(node, f"{attrs['mode']} interpolation of {dtype} values is not supported")
+        compute = compute_dtype(dtype)
+        y = cast(b, y, compute, dtype)
         for a, (idx, w, _) in taps.items():
             if gathers[a] is not None:
                 y, cur = _gather_axes(b, y, cur, {a: gathers[a]})
@@ -322,7 +275,7 @@ def _resize(node, b: Builder) -> bool:
     outside = [(a, t[2]) for a, t in taps.items() if t[2] is not None]
     if outside:
         y = _extrapolate(b, y, len(shape), outside, attrs["extrapolation_value"], dtype)
-    return _finish(b, node, y)
+    return finish(b, node, y)
 
 
 def _as_torch_mlir_takes_it(node, b: Builder) -> bool:
@@ -349,10 +302,10 @@ def _gather_axes(b: Builder, y: str, cur: list, index: dict[int, np.ndarray]) ->
         flat = np.zeros(1, np.int64)
         for a in block:  # row-major offsets of the gathered block: outer axes vary slowest
             flat = (flat[:, None] * cur[a] + index[a][None, :]).reshape(-1)
-        y = _reshape(b, y, cur[:lo] + [math.prod(cur[lo:hi + 1])] + cur[hi + 1:])
+        y = reshape(b, y, cur[:lo] + [math.prod(cur[lo:hi + 1])] + cur[hi + 1:])
         y = b.op("Gather", [y, b.constant(flat, "index")], axis=lo)
         cur = cur[:lo] + outs + cur[hi + 1:]
-        return _reshape(b, y, cur), cur
+        return reshape(b, y, cur), cur
     for a, idx in index.items():
         y = b.op("Gather", [y, b.constant(idx, "index")], axis=a)
         cur = cur[:a] + [len(idx)] + cur[a + 1:]
@@ -368,15 +321,15 @@ def _interpolate_axis(b: Builder, y: str, cur: list, axis: int, length: int, idx
         np.add.at(mat, (np.repeat(np.arange(out), idx.shape[1]), idx.reshape(-1)), w.reshape(-1))
         before, after = math.prod(cur[:axis]), math.prod(cur[axis + 1:])
         if after == 1:  # the last axis (or one followed by 1s): rows times the transposed matrix
-            z = b.op("MatMul", [_reshape(b, y, [before, length]), b.constant(mat.T.copy(), "resize")])
+            z = b.op("MatMul", [reshape(b, y, [before, length]), b.constant(mat.T.copy(), "resize")])
         else:  # matrix times each [in, after] slab, batched over the axes before
-            z = b.op("MatMul", [b.constant(mat, "resize"), _reshape(b, y, [before, length, after])])
+            z = b.op("MatMul", [b.constant(mat, "resize"), reshape(b, y, [before, length, after])])
         cur = cur[:axis] + [out] + cur[axis + 1:]
-        return _reshape(b, z, cur), cur
+        return reshape(b, z, cur), cur
     n = idx.shape[1]
     g = b.op("Gather", [y, b.constant(idx, "taps")], axis=axis)  # [..., out, n, ...]
     weights = w.reshape([out, n] + [1] * (len(cur) - axis - 1))
-    z = _reduce_sum(b, b.op("Mul", [g, b.constant(weights, "weights")]), axis + 1)
+    z = reduce_sum(b, b.op("Mul", [g, b.constant(weights, "weights")]), axis + 1)
     return z, cur[:axis] + [out] + cur[axis + 1:]
 
 
@@ -389,17 +342,3 @@ def _extrapolate(b: Builder, y: str, rank: int, outside: list, value: float, dty
         value = np.clip(np.round(value), np.iinfo(dtype).min, np.iinfo(dtype).max)
     fill = np.array(value).astype(dtype) if dtype.kind != "b" else np.array(bool(value))
     return b.op("Where", [b.constant(mask, "outside"), b.constant(fill, "extrapolation"), y])
-
-
-# ------------------------------------------------------------------------------------------- GridSample
-def _f32(b: Builder, value: float, hint: str = "c") -> str:
-    return b.constant(np.array(value, np.float32), hint)
-
-
-def _arith(b: Builder):
-    """add, sub, mul, div: each emits one elementwise node; Python numbers become float32 constants."""
-    def emit(op: str):
-        def apply(x, y) -> str:
-            return b.op(op, [_f32(b, v) if isinstance(v, (int, float)) else v for v in (x, y)])
-        return apply
-    return emit("Add"), emit("Sub"), emit("Mul"), emit("Div")

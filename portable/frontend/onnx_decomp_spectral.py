@@ -9,28 +9,28 @@ import math
 
 import numpy as np
 
-from .onnx_decomp_signal import (
-    _arith,
-    _cast,
-    _compute_dtype,
-    _const_input,
-    _f32,
-    _fail,
-    _finish,
-    _input,
-    _is_float,
-    _opset,
-    _reshape,
+from .onnx_decomp_nodes import (
+    arith,
+    cast,
+    compute_dtype,
+    const_input,
+    f32,
+    finish,
+    input_name,
+    is_float,
+    opset,
+    reshape,
+    unsupported,
 )
 from .onnx_decompose import Builder, rewrite
 
 
 def _scalar_input(node, b: Builder, i: int, what: str) -> int | None:
-    value = _const_input(node, b, i, what)
+    value = const_input(node, b, i, what)
     if value is None:
         return None
     if value.size != 1:
-        raise _fail(node, f"its {what} must be a scalar, got shape {value.shape}")
+        raise unsupported(node, f"its {what} must be a scalar, got shape {value.shape}")
     return int(value.reshape(-1)[0])
 
 
@@ -73,10 +73,10 @@ def _apply_dft(b: Builder, x: str, shape: tuple, axis: int, mat: np.ndarray, bin
     moved = perm != list(range(rank))
     y = b.op("Transpose", [x], perm=perm) if moved else x
     rest = [shape[i] for i in perm[:-2]]
-    compute = _compute_dtype(dtype)
-    y = _cast(b, _reshape(b, y, [math.prod(rest), mat.shape[0]]), compute, dtype)
+    compute = compute_dtype(dtype)
+    y = cast(b, reshape(b, y, [math.prod(rest), mat.shape[0]]), compute, dtype)
     y = b.op("MatMul", [y, b.constant(mat.astype(compute), "dft")])
-    y = _cast(b, _reshape(b, y, rest + [bins, out_parts]), dtype, compute)
+    y = cast(b, reshape(b, y, rest + [bins, out_parts]), dtype, compute)
     return b.op("Transpose", [y], perm=[perm.index(i) for i in range(rank)]) if moved else y
 
 
@@ -87,41 +87,41 @@ def _dft(node, b: Builder) -> bool:
     dtype = b.np_dtype(x)
     rank = len(shape)
     inverse, onesided = bool(b.attr("inverse", 0)), bool(b.attr("onesided", 0))
-    if _opset(b) >= 20:
+    if opset(b) >= 20:
         axis = _scalar_input(node, b, 2, "axis")
         axis = -2 if axis is None else axis
     else:
         axis = b.attr("axis", 1)
     axis = axis + rank if axis < 0 else axis
     if rank < 2 or not 0 <= axis <= rank - 2 or shape[-1] not in (1, 2):
-        raise _fail(node, f"axis {axis} of an input of shape {shape}: the input must end in 1 (real) or 2 "
+        raise unsupported(node, f"axis {axis} of an input of shape {shape}: the input must end in 1 (real) or 2 "
                           f"(complex) and the axis must be another one")
-    if not _is_float(dtype):
-        raise _fail(node, f"input type {dtype} is not a float type")
+    if not is_float(dtype):
+        raise unsupported(node, f"input type {dtype} is not a float type")
     length = shape[axis]
     n = _scalar_input(node, b, 1, "dft_length")
     if n is None:
         n = 2 * (length - 1) if inverse and onesided else length
     if n < 1:
-        raise _fail(node, f"dft_length {n} is not positive")
+        raise unsupported(node, f"dft_length {n} is not positive")
     mat = _dft_matrix(length, shape[-1], n, inverse, onesided)
     bins, out_parts = (n, 1) if inverse and onesided else (n // 2 + 1 if onesided else n, 2)
-    return _finish(b, node, _apply_dft(b, x, shape, axis, mat, bins, out_parts, dtype))
+    return finish(b, node, _apply_dft(b, x, shape, axis, mat, bins, out_parts, dtype))
 
 
 @rewrite("STFT")
 def _stft(node, b: Builder) -> bool:
-    signal, window = node.input[0], _input(node, 2)
+    signal, window = node.input[0], input_name(node, 2)
     shape = b.static_shape(signal)
     dtype = b.np_dtype(signal)
-    if len(shape) != 3 or shape[-1] not in (1, 2) or not _is_float(dtype):
-        raise _fail(node, f"signal of shape {shape} and type {dtype}: expected [batch, length, 1 or 2] floats")
+    if len(shape) != 3 or shape[-1] not in (1, 2) or not is_float(dtype):
+        raise unsupported(node, f"signal of shape {shape} and type {dtype}: expected [batch, length, 1 or 2] floats")
     step = _scalar_input(node, b, 1, "frame_step")
     frame = _scalar_input(node, b, 3, "frame_length")
     wlen = b.static_shape(window)[0] if window else None
     frame = frame if frame is not None else wlen if wlen is not None else shape[1]
     if step is None or step < 1 or not 1 <= frame <= shape[1] or (wlen is not None and wlen != frame):
-        raise _fail(node, f"frame_step {step}, frame_length {frame} and window length {wlen} do not fit a signal "
+        raise unsupported(node, f"frame_step {step}, frame_length {frame} and window length {wlen} do not fit a signal "
                           f"of length {shape[1]}")
     onesided = bool(b.attr("onesided", 1))
     frames = (shape[1] - frame) // step + 1
@@ -133,16 +133,16 @@ def _stft(node, b: Builder) -> bool:
     if wvalue is not None:  # a constant window scales the matrix rows
         mat = mat * np.repeat(wvalue.astype(np.float64), parts)[:, None]
     elif window:
-        y = b.op("Mul", [y, _reshape(b, window, [1, 1, frame, 1])])
+        y = b.op("Mul", [y, reshape(b, window, [1, 1, frame, 1])])
     bins = frame // 2 + 1 if onesided else frame
     recorded = b.shape(node.output[0])
     if recorded is not None and tuple(recorded) != (shape[0], frames, bins, 2):
         # onnx's STFT shape inference reads a missing `onesided` as 0, not the schema's default 1 (which the
         # reference and onnxruntime follow): the recorded shape is then the two-sided one.
-        raise _fail(node, f"ONNX shape inference recorded output shape {tuple(recorded)}, but the op computes "
+        raise unsupported(node, f"ONNX shape inference recorded output shape {tuple(recorded)}, but the op computes "
                           f"{(shape[0], frames, bins, 2)} (onesided={int(onesided)}); set `onesided` explicitly")
     y = _apply_dft(b, y, (shape[0], frames, frame, parts), 2, mat, bins, 2, dtype)
-    return _finish(b, node, y)
+    return finish(b, node, y)
 
 
 # --------------------------------------------------------------------------------------- MelWeightMatrix
@@ -156,22 +156,22 @@ def _mel_weight_matrix(node, b: Builder) -> bool:
     spectrum, mels = out_shape
     names = list(node.input[:5])
     if len(names) < 5 or not all(names):
-        raise _fail(node, "it needs its five inputs")
+        raise unsupported(node, "it needs its five inputs")
 
     def scalar(name: str) -> str:
         dt = b.np_dtype(name)
         if dt is None:
-            raise _fail(node, f"the type of '{name}' is not known")
-        return _reshape(b, _cast(b, name, np.float32, dt), [])
+            raise unsupported(node, f"the type of '{name}' is not known")
+        return reshape(b, cast(b, name, np.float32, dt), [])
 
     expected = (("num_mel_bins", {mels}), ("dft_length", {2 * spectrum - 2, 2 * spectrum - 1}))
     for i, (what, expect) in enumerate(expected):
         value = b.const(names[i])
         if value is not None and int(value.reshape(-1)[0]) not in expect:
-            raise _fail(node, f"{what} {int(value.reshape(-1)[0])} does not match the output shape {out_shape}")
+            raise unsupported(node, f"{what} {int(value.reshape(-1)[0])} does not match the output shape {out_shape}")
     _, dft_length, rate, lower, upper = (scalar(n) for n in names)
 
-    add, sub, mul, div = _arith(b)
+    add, sub, mul, div = arith(b)
 
     def mel(hz: str) -> str:  # 2595 * log10(1 + hz / 700)
         return mul(b.op("Log", [add(1.0, div(hz, 700.0))]), 2595 / math.log(10))
@@ -185,16 +185,16 @@ def _mel_weight_matrix(node, b: Builder) -> bool:
 
     def corners(first: int) -> str:
         picked = b.op("Gather", [corner, b.constant(np.arange(first, first + mels, dtype=np.int64), "pick")])
-        return _reshape(b, picked, [1, mels])
+        return reshape(b, picked, [1, mels])
 
     left, centre, right = corners(0), corners(1), corners(2)
     j = b.constant(np.arange(spectrum, dtype=np.float32).reshape(spectrum, 1), "bins")
-    rise = div(sub(j, left), b.op("Max", [sub(centre, left), _f32(b, 1.0)]))
-    fall = div(sub(right, j), b.op("Max", [sub(right, centre), _f32(b, 1.0)]))
+    rise = div(sub(j, left), b.op("Max", [sub(centre, left), f32(b, 1.0)]))
+    fall = div(sub(right, j), b.op("Max", [sub(right, centre), f32(b, 1.0)]))
     rising = b.op("And", [b.op("GreaterOrEqual", [j, left]), b.op("Less", [j, centre])])
     falling = b.op("And", [b.op("Greater", [j, centre]), b.op("Less", [j, right])])
-    y = b.op("Where", [falling, fall, _f32(b, 0.0)])
+    y = b.op("Where", [falling, fall, f32(b, 0.0)])
     y = b.op("Where", [rising, rise, y])
-    y = b.op("Where", [b.op("Equal", [j, centre]), _f32(b, 1.0), y])
+    y = b.op("Where", [b.op("Equal", [j, centre]), f32(b, 1.0), y])
     out_type = b.attr("output_datatype", TensorProto.FLOAT)
-    return _finish(b, node, _cast(b, y, helper.tensor_dtype_to_np_dtype(out_type), np.float32))
+    return finish(b, node, cast(b, y, helper.tensor_dtype_to_np_dtype(out_type), np.float32))

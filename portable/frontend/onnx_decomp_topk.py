@@ -15,18 +15,18 @@ import math
 
 import numpy as np
 
-from .onnx_decomp_index import (
-    _FLOATS,
-    _INT64,
+from .onnx_decomp_nodes import (
+    FLOATS,
+    INT64,
     MAX_MASK,
-    _check_size,
-    _const_int,
-    _elem_type,
-    _norm_axis,
-    _reduce,
-    _reshape,
-    _typed_const,
-    _unsqueeze,
+    check_size,
+    const_int,
+    elem_type_of,
+    norm_axis,
+    reduce,
+    reshape,
+    typed_const,
+    unsqueeze,
 )
 from .onnx_decompose import Builder, rewrite
 
@@ -38,10 +38,10 @@ def _top_k(node, b: Builder) -> bool:
     rank = len(shape)
     if rank == 0:
         b.fail("the input is a scalar: TopK needs a rank >= 1 input")
-    axis = _norm_axis(b, int(b.attr("axis", -1)), rank)
+    axis = norm_axis(b, int(b.attr("axis", -1)), rank)
     if len(node.input) < 2 or not node.input[1]:
         b.fail("TopK-1 with k as an attribute is not supported (the model is older than opset 10)")
-    k = int(_const_int(b, node.input[1], "K").reshape(-1)[0])
+    k = int(const_int(b, node.input[1], "K").reshape(-1)[0])
     length = shape[axis]
     if not 0 <= k <= length:
         b.fail(f"K={k} is out of range for an axis of length {length}")
@@ -51,7 +51,7 @@ def _top_k(node, b: Builder) -> bool:
     largest = bool(b.attr("largest", 1))
     outer = math.prod(shape) // length
     if outer * length * length <= MAX_MASK:
-        indices = _ranked(b, x, shape, axis, k, largest, _elem_type(b, x))
+        indices = _ranked(b, x, shape, axis, k, largest, elem_type_of(b, x))
     else:
         indices = _blocked(b, x, shape, axis, k, largest)
     if indices_out:
@@ -65,25 +65,25 @@ def _ranked(b: Builder, x: str, shape: tuple, axis: int, k: int, largest: bool, 
     """Indices (int64) of the k first elements of `x` (of `shape`, ONNX element type `elem`) along `axis` by
     rank, from pairwise comparisons."""
     length, trailing = shape[axis], (1,) * (len(shape) - axis - 1)
-    _check_size(b, shape[:axis] + (length,) + shape[axis:], "pairwise comparison")
-    x_i = _unsqueeze(b, x, [axis + 1])  # [..., L_i, 1, ...]
-    x_j = _unsqueeze(b, x, [axis])  # [..., 1, L_j, ...]
+    check_size(b, shape[:axis] + (length,) + shape[axis:], "pairwise comparison")
+    x_i = unsqueeze(b, x, [axis + 1])  # [..., L_i, 1, ...]
+    x_j = unsqueeze(b, x, [axis])  # [..., 1, L_j, ...]
     first = b.op("Greater" if largest else "Less", [x_j, x_i])
     same = b.op("Equal", [x_j, x_i])
-    if elem in _FLOATS:
+    if elem in FLOATS:
         nan_i, nan_j = b.op("IsNaN", [x_i]), b.op("IsNaN", [x_j])
         bigger, smaller = (nan_j, nan_i) if largest else (nan_i, nan_j)
         first = b.op("Or", [first, b.op("And", [bigger, b.op("Not", [smaller])])])
         same = b.op("Or", [same, b.op("And", [nan_i, nan_j])])
     lower = np.arange(length)[None, :] < np.arange(length)[:, None]  # [i, j]: j < i
     tie = b.op("And", [same, b.constant(lower.reshape((length, length) + trailing), "lower")])
-    before = b.op("Cast", [b.op("Or", [first, tie])], to=_INT64)
-    ranks = _reduce(b, "ReduceSum", before, [axis + 1])  # [..., L_i, ...]: a permutation of 0..L-1
+    before = b.op("Cast", [b.op("Or", [first, tie])], to=INT64)
+    ranks = reduce(b, "ReduceSum", before, [axis + 1])  # [..., L_i, ...]: a permutation of 0..L-1
     r_iota = b.constant(np.arange(k, dtype=np.int64).reshape((k, 1) + trailing), "ranks")
-    picked = b.op("Equal", [_unsqueeze(b, ranks, [axis]), r_iota])  # [..., k, L_i, ...]
+    picked = b.op("Equal", [unsqueeze(b, ranks, [axis]), r_iota])  # [..., k, L_i, ...]
     i_iota = b.constant(np.arange(length, dtype=np.int64).reshape((length,) + trailing), "iota")
     zero = b.constant(np.array(0, np.int64), "zero")
-    return _reduce(b, "ReduceSum", b.op("Where", [picked, i_iota, zero]), [axis + 1])  # [..., k, ...]
+    return reduce(b, "ReduceSum", b.op("Where", [picked, i_iota, zero]), [axis + 1])  # [..., k, ...]
 
 
 def _block_size(outer: int, length: int, k: int) -> int | None:
@@ -107,11 +107,11 @@ def _blocked(b: Builder, x: str, shape: tuple, axis: int, k: int, largest: bool)
         b.fail(f"this rewrite would build a {dims} pairwise comparison, and in blocks still more than "
                f"{MAX_MASK} (2^26) elements per step for K={k}")
     blocks, kept = -(-length // s), min(k, s)
-    elem = _elem_type(b, x)
+    elem = elem_type_of(b, x)
     if blocks * s > length:
         # Padding that ranks after every element: -inf (or the smallest integer) for the largest; for the
         # smallest NaN, which ranks after +inf (and after the elements' own NaNs, by index).
-        if elem in _FLOATS:
+        if elem in FLOATS:
             worst = -np.inf if largest else np.nan
         else:
             from onnx import helper
@@ -119,17 +119,17 @@ def _blocked(b: Builder, x: str, shape: tuple, axis: int, k: int, largest: bool)
             info = np.iinfo(helper.tensor_dtype_to_np_dtype(elem))
             worst = info.min if largest else info.max
         pad = pre + (blocks * s - length,) + post
-        filler = b.op("Expand", [_typed_const(b, worst, elem, "worst"), b.constant(np.array(pad, np.int64), "pad")])
+        filler = b.op("Expand", [typed_const(b, worst, elem, "worst"), b.constant(np.array(pad, np.int64), "pad")])
         x = b.op("Concat", [x, filler], axis=axis)
     grid = pre + (blocks, s) + post
-    xb = _reshape(b, x, grid)
+    xb = reshape(b, x, grid)
     local = _ranked(b, xb, grid, axis + 1, kept, largest, elem)  # [pre, B, kept, post]
     offsets = (np.arange(blocks, dtype=np.int64) * s).reshape((blocks, 1) + (1,) * len(post))
     index = b.op("Add", [local, b.constant(offsets, "block_start")])
     values = b.op("GatherElements", [xb, local], axis=axis + 1)
     candidates = pre + (blocks * kept,) + post
-    best = _ranked(b, _reshape(b, values, candidates), candidates, axis, k, largest, elem)
-    return b.op("GatherElements", [_reshape(b, index, candidates), best], axis=axis)
+    best = _ranked(b, reshape(b, values, candidates), candidates, axis, k, largest, elem)
+    return b.op("GatherElements", [reshape(b, index, candidates), best], axis=axis)
 
 
 __all__: list[str] = []

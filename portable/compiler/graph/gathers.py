@@ -47,7 +47,7 @@ def static_sizes(values: list[int], what: str) -> list[int]:
     return values
 
 
-# A gather whose reads may become vector loads (strategy._vector_gathers): "contiguous" where every read runs along
+# A gather whose reads may become vector loads (strategy/forms.vector_gathers): "contiguous" where every read runs along
 # the innermost loop unchecked (a plain vector load: any target), "lanes" where some read is checked or moved along
 # it (a load per lane: OpenCL C only).
 MOVE = "portable.move"  # a slice or concat, which gather_fusion.py merges with its elementwise neighbours

@@ -20,7 +20,7 @@ from ...ir.mlir import arith, ir, scf
 from ...ir.util import constant_int, find_ops, pop_marked
 from ..dispatch.groups import Group
 from ..lowering.loop_registers import carry_in_registers, defined_outside
-from ..strategy.choice import Strategy
+from ..strategy.strategy import Strategy
 from .register_tiles import epilogue_rows, register_accumulators
 
 PROMOTED_K = "portable.promoted_k"  # marks the workgroup K loop whose accumulator transfers are hoisted

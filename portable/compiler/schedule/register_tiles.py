@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...ir.linalg_info import classify
 from ..dispatch.groups import Group
-from ..strategy.choice import Strategy
+from ..strategy.strategy import Strategy
 
 
 def row_pieces(emit, s: Strategy, n: int, op: str, handle: str, result: str, loop: str) -> None:

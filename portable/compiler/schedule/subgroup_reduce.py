@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ...ir.mlir import arith, gpu, ir, memref, scf
 from ...ir.util import clone_body, find_ops
-from ..strategy.choice import ANY_WIDTH
+from ..strategy.strategy import ANY_WIDTH
 
 COMBINE = "portable.subgroup_combine"  # its value: the subgroup size, or ANY_WIDTH
 

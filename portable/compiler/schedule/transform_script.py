@@ -8,7 +8,7 @@ from ...ir.linalg_info import classify
 from ...ir.mlir import gpu, ir
 from ...ir.util import pop_marked
 from ..dispatch.groups import Group
-from ..strategy.choice import Strategy
+from ..strategy.strategy import Strategy
 from . import block_grid, coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce
 from .register_tiles import epilogue_rows, register_accumulators, row_pieces
 

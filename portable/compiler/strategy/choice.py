@@ -1,78 +1,16 @@
-"""Tiling strategy per dispatch group, chosen from the op kind, its shape and the device profile.
-
-A strategy says, for every loop of the tiled op: the workgroup tile (0 = not tiled: reduction loops) and
-the number of threads that share that tile. Threads of one workgroup take contiguous chunks of the tile.
+"""Tiling strategy per dispatch group, chosen from the op kind, its shape and the device profile (the Strategy
+record: strategy.py; the strategies of particular forms: forms.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ...ir.linalg_info import OpKind
 from ...profiles import Options
 from . import tiles
-
-ANY_WIDTH = -1  # Strategy.subgroup_reduce: the device's own subgroup reduction, whatever its width
-
-
-def _or(value, default):
-    """An option's value, or the reader's default where the profile leaves it unset."""
-    return default if value is None else value
-
-
-@dataclass(frozen=True)
-class Strategy:
-    tile: tuple[int, ...]  # workgroup tile per loop; 0 = whole loop inside the thread
-    threads: tuple[int, ...]  # threads per loop; 0 = not distributed
-    vectorize: bool = False  # every thread's tile is static and its innermost extent fits a vector register
-    # Matmul groups: the root's reduction loop is tiled by k_tile inside each thread, so a thread's
-    # accumulator tile lives in registers across the K loop (0 = no K tiling).
-    root_k_tile: tuple[int, ...] = ()
-    # Rows of a thread's matmul tile, each unrolled into its own 1-d register accumulator (root loop index, rows);
-    # without a K tile (a window's gather): rows of the thread's tile, each vectorized on its own (loop index, rows).
-    root_row_unroll: tuple[int, int] = (0, 1)
-    # Columns of a thread's matmul tile wider than one vector: (root loop index, vector width, vectors per row),
-    # each column block unrolled like the rows (width 0: one vector per row).
-    root_col_split: tuple[int, int, int] = (0, 0, 1)
-    # Reductions: one workgroup per output element, this many threads splitting the reduction loop and
-    # combining partials through workgroup memory (0 = each thread reduces whole rows).
-    reduce_threads: int = 0
-    # Cooperative-matrix matmul (coop_matrix.py): outputs (m, n) per subgroup; one subgroup of 32 per tile.
-    coop: tuple[int, int] | None = None
-    # Matmul whose workgroup walks K in steps of this, operand tiles staged in workgroup memory (promotion.py;
-    # with `coop`: coop_staging.py, in this many workgroup buffers per operand).
-    promote_k: int = 0
-    coop_buffers: int = 1
-    # Row chains on one workgroup per row: the subgroup size whose shuffles combine each reduction's partials
-    # (subgroup_reduce.py; ANY_WIDTH: the device's subgroup reduction at whatever width it runs; 0 = a tree of
-    # partials in workgroup memory).
-    subgroup_reduce: int = 0
-    # Row chains: rows one workgroup takes one after the other (serial_rows.py; tiles.serial_rows).
-    serial_rows: int = 1
-    # 1-d elementwise kernels with more tiles than this: this many workgroups in a grid-stride loop (grid_stride.py).
-    grid_stride: int = 0
-    # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
-    # tile a register accumulator across them (transform_script._conv_taps).
-    root_taps: bool = False
-
-    @property
-    def workgroup_size(self) -> tuple[int, int, int]:
-        if self.coop:
-            return (32 * (self.tile[1] // self.coop[1]), self.tile[0] // self.coop[0], 1)
-        if self.reduce_threads:
-            return (self.reduce_threads, 1, 1)
-        dims = [t for t in self.threads if t]
-        if len(dims) <= 3:
-            x = dims[-1] if dims else 1
-            y = dims[-2] if len(dims) > 1 else 1
-            z = dims[-3] if len(dims) > 2 else 1
-            return (x, y, z)
-        n = 1
-        for d in dims:
-            n *= d
-        return (n, 1, 1)
-
+from .forms import promoted_matmul, vector_conv, vector_gathers
+from .strategy import ANY_WIDTH, Strategy, or_default, vector_width
 
 # Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors); for gathers, SPIR-V takes
 # only the plain vector loads (no load per lane).
@@ -88,12 +26,12 @@ def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
     changes: dict = {}
     if "vulkan" in targets and any(getattr(o, k) for k in OPENCL_ONLY):
         changes.update(OPENCL_ONLY)
-    if "vulkan" in targets and _or(o.loop_vectorize, 0) > 4:
+    if "vulkan" in targets and or_default(o.loop_vectorize, 0) > 4:
         changes["loop_vectorize"] = 4  # SPIR-V vectors have at most 4 lanes
     if "vulkan" in targets and o.vectorize_gathers:
         changes["vectorize_gathers"] = "contiguous"
     if "vulkan" in targets and o.subgroup_reduce == "varying" and \
-            "GroupNonUniformArithmetic" not in _or(o.spirv_caps, ()):
+            "GroupNonUniformArithmetic" not in or_default(o.spirv_caps, ()):
         changes["subgroup_reduce"] = False  # a target without SPIR-V's subgroup arithmetic
     if "opencl" in targets and o.coop_small_tiles_below:
         # PTX wmma on NVIDIA's OpenCL lost with small tiles at 64 workgroups (device_profiles/nvidia.toml): large ones
@@ -115,7 +53,7 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
     """
     o = Options.of(options)
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
-    cols = _or(o.matmul_row_vector_cols, 0)
+    cols = or_default(o.matmul_row_vector_cols, 0)
     if kind.kind == "matmul" and cols and len(par) >= 2 and kind.ranges[par[-2]] == 1 and \
             not o.matmul_promote_tile:
         # A matrix-vector product: more columns per thread make each thread's walk down B's rows read longer runs
@@ -132,7 +70,7 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
         if s.root_k_tile:
             return s
         o = o.replace(matmul_thread_tile=None, matmul_threads_x=None)
-    wide_elementwise = _or(o.elementwise_per_thread, 1) > 4 and o.wide_buffers
+    wide_elementwise = or_default(o.elementwise_per_thread, 1) > 4 and o.wide_buffers
     if kind.kind == "elementwise" and (wide_elementwise or o.elementwise_workgroup_invocations is not None):
         # Wide elementwise tiles (8, halved by split_vectors.py under wide_buffers) and workgroups are for the
         # vector path; where their tiles do not divide, the plain ones (64 invocations, 4 per thread) may.
@@ -142,7 +80,7 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
             if s.vectorize:
                 return s
         o = o.replace(elementwise_workgroup_invocations=None,
-                      elementwise_per_thread=min(4, _or(o.elementwise_per_thread, 1)))
+                      elementwise_per_thread=min(4, or_default(o.elementwise_per_thread, 1)))
     s = _choose(kind, o, root)
     if kind.kind in ("matmul", "conv") and _scalar_loop_too_long(s, root, o):
         # The scalar matmul (or direct convolution: a 3-d one over 256x3x3x3 taps) loops over K for every output
@@ -158,16 +96,16 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
 
 
 def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
-    invocations = _or(o.workgroup_invocations, 64)
+    invocations = or_default(o.workgroup_invocations, 64)
     if kind.kind in ("matmul", "conv"):
-        invocations = _or(o.matmul_workgroup_invocations, invocations)
+        invocations = or_default(o.matmul_workgroup_invocations, invocations)
     elif kind.kind == "elementwise":
-        invocations = _or(o.elementwise_workgroup_invocations, invocations)
+        invocations = or_default(o.elementwise_workgroup_invocations, invocations)
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if kind.kind == "row":
         # A row chain (dispatch.py): threads take whole rows; the column loop and unit row loops stay whole.
         par = [d for d in range(len(kind.ranges) - 1) if kind.ranges[d] > 1] or [len(kind.ranges) - 2]
-    if kind.kind == "row" and _or(o.reduction_threads, 0):
+    if kind.kind == "row" and or_default(o.reduction_threads, 0):
         # A row chain on a GPU profile: one workgroup per row, its threads sharing each op of the chain.
         tile = tuple(0 if d == len(kind.ranges) - 1 else 1 for d in range(len(kind.ranges)))
         t = tiles.row_threads(o.reduction_threads, kind.ranges[-1])
@@ -176,8 +114,8 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         if o.subgroup_reduce == "varying" and t > 1:
             sg = ANY_WIDTH  # no width assumed (subgroup_reduce.py)
         rows = [r for r in kind.ranges[:-1] if r > 1]
-        max_x = int(_or(o.max_workgroup_count, (65535,))[0])
-        serial = (tiles.serial_rows(rows[0], kind.ranges[-1], _or(o.row_workgroup_columns, 0),
+        max_x = int(or_default(o.max_workgroup_count, (65535,))[0])
+        serial = (tiles.serial_rows(rows[0], kind.ranges[-1], or_default(o.row_workgroup_columns, 0),
                                     max_x) or 1) if len(rows) == 1 and t else 1
         return Strategy(tile, tuple(0 for _ in kind.ranges), reduce_threads=t,
                         subgroup_reduce=sg, serial_rows=serial)
@@ -189,15 +127,15 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     if wg_red:
         tile = tuple(1 if it == "parallel" else 0 for it in kind.iterators)
         return Strategy(tile, tuple(0 for _ in kind.iterators), reduce_threads=wg_red)
-    conv = _vector_conv(kind, root, o, invocations)
+    conv = vector_conv(kind, root, o, invocations)
     if conv is not None:
         return conv
-    gathers = _vector_gathers(kind, root, par, o, invocations)
+    gathers = vector_gathers(kind, root, par, o, invocations)
     if gathers is not None:
         return gathers
     per_thread = [1] * len(kind.ranges)
     if kind.kind in ("matmul", "conv") and len(par) >= 2:
-        tm, tn = _or(o.thread_tile, (4, 4))
+        tm, tn = or_default(o.thread_tile, (4, 4))
         per_thread[par[-2]], per_thread[par[-1]] = tm, tn
         rows = kind.ranges[par[-2]]
         if kind.kind == "matmul" and o.matmul_short_rows_widen and rows < tm:
@@ -206,11 +144,11 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         if kind.kind == "conv" or o.matmul_thread_tile is None:  # not the CPU drivers' vector tiles
             # A matrix-vector product keeps its columns: they are its vector loads (f16 ones narrowed to one
             # column left a vector.contract neither target lowers).
-            tiles.fill_device(kind, par, per_thread, _or(o.fill_threads, 0),
+            tiles.fill_device(kind, par, per_thread, or_default(o.fill_threads, 0),
                          rows_only=kind.kind == "matmul" and kind.ranges[par[-2]] == 1)
     elif kind.kind == "elementwise" and par:
-        per_thread[par[-1]] = _or(o.elementwise_per_thread, 1)
-        rows = _or(o.elementwise_rows_per_thread, 1)
+        per_thread[par[-1]] = or_default(o.elementwise_per_thread, 1)
+        rows = or_default(o.elementwise_rows_per_thread, 1)
         if rows > 1 and per_thread[par[-1]] == 8 and o.wide_buffers and len(par) >= 2 and \
                 kind.ranges[par[-2]] % rows == 0:
             per_thread[par[-2]] = rows  # lavapipe: a bias read once for `rows` rows (row_vectors.py)
@@ -219,7 +157,7 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     budget = invocations
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
-    max_size = list(_or(o.max_workgroup_size, (1024, 1024, 64)))
+    max_size = list(or_default(o.max_workgroup_size, (1024, 1024, 64)))
     if kind.kind == "matmul" and o.matmul_threads_x:
         # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
         max_size[0] = min(int(max_size[0]), o.matmul_threads_x)
@@ -232,13 +170,13 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     if kind.kind == "row" and any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Rows the power-of-two tiles do not divide (127 tokens) would give each thread a row count known only at
         # run time, its rows kept in private arrays sized at run time, in scalar loops: threads that divide.
-        budget = _or(o.max_workgroup_invocations, invocations)
+        budget = or_default(o.max_workgroup_invocations, invocations)
         loops = list(reversed(par[-3:]))  # innermost first
         for i, d in enumerate(loops):
             threads[d] = tile[d] = tiles.largest_divisor(kind.ranges[d], min(budget, int(max_size[i])))
             budget //= threads[d]
         for d in reversed(loops):  # outer loops give their threads back first, down to min_workgroups
-            while math.prod(kind.ranges[e] // tile[e] for e in par if tile[e]) < _or(o.min_workgroups, 1) and \
+            while math.prod(kind.ranges[e] // tile[e] for e in par if tile[e]) < or_default(o.min_workgroups, 1) and \
                     threads[d] > 1:
                 threads[d] = tile[d] = tiles.largest_divisor(kind.ranges[d], threads[d] - 1)
     if kind.kind == "matmul" and root is not None and root.contiguous_b and \
@@ -246,7 +184,7 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         # Sizes such as a convolution's 7x7 = 49 outputs per channel: tiles that divide every loop keep the
         # register-blocked vector path (a ragged tile falls back to scalar code, measured 10-25x slower).
         per, dtile, dthreads = tiles.dividing_tiles(kind, par, per_thread, invocations,
-                                                      _vector_width(o), _or(o.matmul_threads_x, 0))
+                                                      vector_width(o), or_default(o.matmul_threads_x, 0))
         k_range = root.ranges[root.iterators.index("reduction")] if root is not None and "reduction" in root.iterators \
             else 1
         # 1-wide columns vectorize only with an even K and rows split over workgroups (other forms leave n-d
@@ -264,7 +202,7 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         tile[d] = 1
     # Grid dimension i (x = innermost distributed loop) must stay within the device's workgroup-count limit:
     # past it, each thread takes proportionally more of that loop.
-    max_count = list(_or(o.max_workgroup_count, (65535, 65535, 65535)))
+    max_count = list(or_default(o.max_workgroup_count, (65535, 65535, 65535)))
     stride = 0
     if kind.kind == "elementwise" and len([d for d in par if kind.ranges[d] > 1]) == 1 and kind.ranges[par[-1]] > 1:
         # One loop of tiles, a vector per thread: past the grid (or the profile's cap) a grid-stride loop over
@@ -278,8 +216,8 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
             factor = -(-blocks // max_count[i])
             per_thread[d] *= factor
             tile[d] *= factor
-    _spread_over_workgroups(kind, par, tile, threads, per_thread, _or(o.min_workgroups, 0))
-    promoted = _promoted_matmul(kind, root, o)
+    _spread_over_workgroups(kind, par, tile, threads, per_thread, or_default(o.min_workgroups, 0))
+    promoted = promoted_matmul(kind, root, o)
     if promoted is not None:
         return promoted
     vec = _can_vectorize(kind, tile, per_thread, o)
@@ -294,7 +232,7 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         k_tile = tuple(kt if i == k else 0 for i in range(len(root.ranges)))
         root_par = [i for i, it in enumerate(root.iterators) if it == "parallel"]
         row_unroll = (root_par[-2], per_thread[par[-2]]) if len(root_par) >= 2 and len(par) >= 2 else (0, 1)
-        width = _vector_width(o)
+        width = vector_width(o)
         cols = per_thread[par[-1]]
         if cols % width:
             width = 4  # a single-row tile of _vector_cols (lavapipe): vec4 chunks
@@ -325,115 +263,11 @@ def _shared_k_step(o: Options, threads_x: int, k_range: int) -> int:
     """A longer K step where the profile shares A reads across a subgroup (subgroup_reads.py: 1, 2 or 4 values
     per lane), else 0. Its lanes must lie along the columns, so that they share rows; and the K loop must keep
     at least two steps (a loop of one is folded away under the transform script)."""
-    lanes = _or(o.subgroup_shared_reads, 0)
+    lanes = or_default(o.subgroup_shared_reads, 0)
     if not lanes or threads_x % lanes:
         return 0
-    top = _or(o.matmul_k_tile, 4 * lanes)
+    top = or_default(o.matmul_k_tile, 4 * lanes)
     return next((t for t in (top, top // 2, top // 4) if t >= lanes and k_range % t == 0 and k_range > t), 0)
-
-
-def _promoted_matmul(kind: OpKind, root: OpKind | None, o: Options) -> Strategy | None:
-    """The workgroup-memory matmul (promotion.py) where the profile asks for it: a plain f32-sized (m, n, k)
-    matmul, or a batch of them (one workgroup per batch index and tile; H200, the bench's 16x512x64 @ 16x64x512
-    attention product 30.3 -> 20.4 us on Vulkan, benchmarks/results/h200/session21/bmm_promotion_nvidia.json),
-    with or without an elementwise epilogue (bias, activation, residual: then the tiled op is the epilogue's last
-    op, over the output's loops), whose loops the workgroup tile and K step divide.
-
-    The profile's `matmul_promote_tiles` lists (rows, columns, thread rows, thread columns) candidates, best
-    first; the first that divides the matmul and gives at least `matmul_promote_min_workgroups` workgroups is
-    taken (a large tile on a small matmul leaves most of the GPU idle), else the last that divides. Without it,
-    `matmul_promote_tile` with `thread_tile` is the only candidate."""
-    if root is None or kind.kind != "matmul" or not o.vectorize:
-        return None
-    batch = len(root.iterators) == 4  # a batch matmul: one workgroup per batch index and tile (grid z)
-    loops = ["parallel"] * (2 + batch)
-    if list(root.iterators) != loops + ["reduction"]:
-        return None
-    # The tiled op: the matmul itself, or the last of its elementwise epilogue (over the output's loops).
-    epilogue = list(kind.iterators) == loops and tuple(kind.ranges) == tuple(root.ranges[:-1])
-    if not epilogue and tuple(kind.ranges) != tuple(root.ranges):
-        return None
-    candidates = [tuple(int(v) for v in c) for c in _or(o.matmul_promote_tiles, ())]
-    if not candidates and o.matmul_promote_tile:
-        candidates = [(*(int(v) for v in o.matmul_promote_tile), *(int(v) for v in _or(o.thread_tile, (4, 4))))]
-    fitting = [c for c in candidates if _promotable(root, o, *c)]
-    if not fitting:
-        return None
-    b, m, n = (root.ranges[0] if batch else 1), root.ranges[-3], root.ranges[-2]
-    enough = _or(o.matmul_promote_min_workgroups, 0)
-    wm, wn, tm, tn = next((c for c in fitting if b * (m // c[0]) * (n // c[1]) >= enough), fitting[-1])
-    kt = _or(o.matmul_promote_k, 16)
-    lead = (1,) * batch
-    k_loop = () if epilogue else (0,)  # the tiled op's own K loop (tiled by promotion.emit)
-    return Strategy((*lead, wm, wn, *k_loop), (*(0,) * batch, wm // tm, wn // tn, *k_loop), True,
-                    (*(0,) * batch, 0, 0, 4), (batch, tm), promote_k=kt)
-
-
-def _promotable(kind: OpKind, o: Options, wm: int, wn: int, tm: int, tn: int) -> bool:
-    """Tiles divide the loops, K steps are whole vectors, and the threads and the two f32 operand tiles fit the
-    device's workgroup limits and shared memory."""
-    m, n, k = kind.ranges[-3:]
-    kt = _or(o.matmul_promote_k, 16)
-    if m % wm or n % wn or k % kt or kt % 4 or wm % tm or wn % tn or tn not in (1, 2, 4):
-        return False
-    if (wm + wn) * kt * 4 > _or(o.shared_memory_bytes, 16384):
-        return False
-    rows, cols = wm // tm, wn // tn
-    max_size = list(_or(o.max_workgroup_size, (1024, 1024, 64)))
-    return rows * cols <= _or(o.max_workgroup_invocations, 1024) and cols <= max_size[0] \
-        and rows <= max_size[1]
-
-
-def _vector_conv(kind: OpKind, root: OpKind | None, o: Options, invocations: int) -> Strategy | None:
-    """A channelwise (depthwise) convolution as register tiles where the profile asks for it
-    (`conv_vector_taps`): a thread takes `thread_tile` outputs of the two innermost parallel loops (NHWC: width,
-    channels; NCHW: height, width), tiles that divide every loop (static vectors), and accumulates them in
-    registers over the window taps (`root_taps`). Each tap reads rows of channels (NHWC) or of columns (NCHW),
-    contiguous."""
-    if not o.conv_vector_taps or not o.vectorize or root is None or \
-            root.kind != "conv" or not root.channelwise:
-        return None
-    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
-    if kind.kind != "conv" or len(par) < 3 or "reduction" not in root.iterators:
-        return None
-    if root.channelwise == "columns" and "reduction" in kind.iterators:
-        # NCHW: the vectors run along the output's columns, the innermost loop of an epilogue in the output's
-        # layout; the convolution's own innermost loop is its channels.
-        return None
-    per_thread = [1] * len(kind.ranges)
-    per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in _or(o.thread_tile, (4, 4)))
-    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, _vector_width(o))
-    if per[par[-1]] == 1:
-        return None  # one channel per thread: the vectors would run along the width, strided
-    for d in par[:-3]:
-        tile[d] = 1
-    return Strategy(tuple(tile), tuple(threads), True, root_taps=True)
-
-
-def _vector_gathers(kind: OpKind, root: OpKind | None, par: list[int], o: Options,
-                    invocations: int) -> Strategy | None:
-    """A gather marked vectorizable (a float pad, linalg_info.VECTOR_GATHER) vectorized along its innermost loop
-    where the profile asks for it (`vectorize_gathers`; "contiguous": only gathers read by plain vector loads):
-    `elementwise_per_thread` lanes per thread there, one element of every other loop, tiles that divide every
-    loop (static vectors); its read along that loop becomes a vector load. An unrolled window (a depthwise
-    convolution, a pool) takes `window_outputs_per_thread` positions of the next loop too, one vector each,
-    unrolled: neighbouring outputs share taps, so each input vector is loaded once for all of them."""
-    allowed = o.vectorize_gathers
-    if not (allowed and o.vectorize and kind.kind == "elementwise" and root is not None
-            and root.vector_gather in (("contiguous",) if allowed == "contiguous" else ("contiguous", "lanes"))
-            and par and len(par) == len(kind.ranges)):
-        return None
-    per_thread = [1] * len(kind.ranges)
-    per_thread[par[-1]] = _or(o.elementwise_per_thread, 1)
-    if root.window and len(par) >= 2:
-        per_thread[par[-2]] = _or(o.window_outputs_per_thread, 1)
-    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, 4)
-    if per[par[-1]] not in (2, 4):
-        return None
-    for d in par[:-3]:
-        tile[d] = 1
-    rows = per[par[-2]] if len(par) >= 2 else 1
-    return Strategy(tuple(tile), tuple(threads), True, root_row_unroll=(par[-2], rows) if rows > 1 else (0, 1))
 
 
 def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread: list[int], o: Options) -> bool:
@@ -443,21 +277,14 @@ def _matmul_vectorizable(kind: OpKind, root: OpKind, tile: list[int], per_thread
     par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
     if any(tile[i] == 0 or kind.ranges[i] % tile[i] for i in par):
         return False
-    cols, width = per_thread[par[-1]], _vector_width(o)
+    cols, width = per_thread[par[-1]], vector_width(o)
     if cols in (1, 2, 4) or (width > 4 and cols % width == 0):
         return True
     # Wider single-row tiles (Options.vector_cols, set by choose for matrix-vector products where the
     # profile has matmul_row_vector_cols): vec4 chunks, unrolled (root_col_split).
-    wide = _or(o.vector_cols, 0)
+    wide = or_default(o.vector_cols, 0)
     return wide > 4 and cols == wide and wide % 4 == 0 and per_thread[par[-2]] == 1
 
-
-def _vector_width(o: Options) -> int:
-    """Widest vector of a thread's row (matmul tile rows, elementwise runs): 4 unless the profile asks for 8 or
-    16 (OpenCL C has them; SPIR-V without the Vector16 capability does not); wider matmul rows are held in
-    several such vectors."""
-    width = _or(o.max_vector_width, 4)
-    return width if width in (8, 16) else 4
 
 def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], o: Options) -> bool:
     """Vectorize elementwise groups whose per-thread tile is static (every tile divides its loop) and whose
@@ -469,7 +296,7 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], o: Opti
         return False  # loops left whole inside a thread would become huge vectors
     if any(r % t for r, t in zip(kind.ranges, tile)):
         return False
-    if per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= _vector_width(o)):
+    if per_thread[-1] in (2, 4) or (per_thread[-1] in (8, 16) and per_thread[-1] <= vector_width(o)):
         return True
     # 8: split into vec4 halves before SPIR-V where the profile asks (codegen_spirv/lanes/split_vectors.py).
     return per_thread[-1] == 8 and bool(o.wide_buffers)
@@ -478,7 +305,7 @@ def _can_vectorize(kind: OpKind, tile: list[int], per_thread: list[int], o: Opti
 def _scalar_loop_too_long(s: Strategy, root: OpKind | None, o: Options) -> bool:
     """A scalar (not register-blocked) matmul or direct-convolution tile whose K loops, one per output of a thread's
     tile, pass the profile's max_loop_iterations."""
-    limit = _or(o.max_loop_iterations, 0)
+    limit = or_default(o.max_loop_iterations, 0)
     if not limit or root is None or s.root_k_tile or s.reduce_threads or s.coop or s.promote_k:
         return False
     outputs = 1
@@ -492,7 +319,7 @@ def _scalar_loop_too_long(s: Strategy, root: OpKind | None, o: Options) -> bool:
 
 def _loop_too_long(root: OpKind | None, o: Options) -> bool:
     """Whether one thread reducing a whole row of `root` would pass the profile's max_loop_iterations."""
-    limit = _or(o.max_loop_iterations, 0)
+    limit = or_default(o.max_loop_iterations, 0)
     if not limit or root is None or root.kind != "reduction":
         return False
     n = 1
@@ -505,13 +332,13 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
     """Threads per output element for the workgroup-reduction strategy, or 0 when it does not apply: the
     profile asks for it (GPUs; on CPU drivers barriers cost more than they save), the root reduces one
     innermost loop long enough to share, and the grid of one workgroup per output fits the device."""
-    t = _or(o.reduction_threads, 0)
+    t = or_default(o.reduction_threads, 0)
     if not t or root is None or root.kind not in ("reduction", "matmul"):
         return 0
     outputs = 1
     for r, it in zip(root.ranges, root.iterators):
         outputs *= r if it == "parallel" else 1
-    if root.kind == "matmul" and outputs > _or(o.split_k_max_outputs, 8192):
+    if root.kind == "matmul" and outputs > or_default(o.split_k_max_outputs, 8192):
         return 0  # a matrix-vector product (decode) has too few outputs to fill the GPU: split its K loop
     if root.iterators.count("reduction") != 1 or root.iterators[-1] != "reduction":
         return 0
@@ -524,7 +351,7 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
         if not t:
             return 0
     par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel"]
-    max_count = list(_or(o.max_workgroup_count, (65535, 65535, 65535)))
+    max_count = list(or_default(o.max_workgroup_count, (65535, 65535, 65535)))
     if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):
         return 0
     return t
