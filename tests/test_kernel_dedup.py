@@ -123,3 +123,101 @@ def test_distinct_kernels_stay_apart():
         before = len(find_ops(c.module.operation, ("gpu.module",)))
         assert STAGES[i].run(c) is False
         assert len(find_ops(c.module.operation, ("gpu.module",))) == before
+
+
+# IR level: drop_repeats and its structural key on hand-written outlined modules (no frontend, no codegen).
+KERNEL = """
+  gpu.module @{name} {{
+    gpu.func @{fn}(%out: memref<64xf32>, %in: memref<64xf32>) kernel
+        attributes {{known_block_size = array<i32: 64, 1, 1>}} {{
+      %tx = gpu.thread_id x loc("{loc}")
+      %c = arith.constant {value} : f32
+      %v = memref.load %in[%tx] : memref<64xf32>
+      %w = arith.mulf %v, %c {fastmath} : f32
+      %y = arith.subf {sub} : f32
+      memref.store %y, %out[%tx] : memref<64xf32>
+      gpu.return
+    }}
+  }}"""
+SAME = dict(fn="main_kernel", loc="a", value="2.0", fastmath="", sub="%w, %v")
+VARIANTS = {
+    "k0": {},
+    "k1": dict(loc="b"),  # a repeat: locations are not compared (nor printed)
+    "k2": dict(value="3.0"),  # another constant
+    "k3": dict(fastmath="fastmath<fast>"),  # another attribute
+    "k4": dict(sub="%v, %w"),  # the operands the other way round
+    "k5": dict(fn="other_kernel"),  # the gpu.func's own name is part of the body, as it is of its printed form
+    "k6": {},  # a repeat
+}
+
+
+def _outlined(variants: dict[str, dict[str, str]]) -> str:
+    mods = "".join(KERNEL.format(name=name, **{**SAME, **v}) for name, v in variants.items())
+    launches = "".join(
+        f"    gpu.launch_func @{name}::@{v.get('fn', SAME['fn'])} blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1)"
+        " args(%a : memref<64xf32>, %b : memref<64xf32>)\n" for name, v in variants.items())
+    return ("module attributes {gpu.container_module} {\n  func.func @main(%a: memref<64xf32>, %b: memref<64xf32>) {\n"
+            "    %c1 = arith.constant 1 : index\n    %c64 = arith.constant 64 : index\n" + launches
+            + "    return\n  }" + mods + "\n}\n")
+
+
+def test_drop_repeats_merges_only_identical_bodies():
+    """A module that differs from an earlier one only in its name and locations goes; one constant, one attribute,
+    the order of an op's operands or the kernel's own name keeps a module apart. Launches of a dropped module go to
+    the kept one."""
+    from portable.compiler.lowering.kernel_dedup import drop_repeats
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(_outlined(VARIANTS))
+        assert drop_repeats(module) is True
+        module.operation.verify()
+        kept = [ir.StringAttr(gm.attributes["sym_name"]).value for gm in find_ops(module.operation, ("gpu.module",))]
+        assert kept == ["k0", "k2", "k3", "k4", "k5"]
+        launched = [ir.SymbolRefAttr(op.attributes["kernel"]).value
+                    for op in find_ops(module.operation, ("gpu.launch_func",))]
+        assert launched == [["k0", "main_kernel"], ["k0", "main_kernel"], ["k2", "main_kernel"],
+                            ["k3", "main_kernel"], ["k4", "main_kernel"], ["k5", "other_kernel"],
+                            ["k0", "main_kernel"]]
+        assert drop_repeats(module) is False  # nothing left to merge
+
+
+def test_structure_equal_exactly_where_the_bodies_print_the_same():
+    """The structural key of a module body against its printed form (what the stage compared before), over every
+    pair of the modules above: equal keys exactly for equal text; the key holds IR objects, no printed IR."""
+    from portable.compiler.lowering.kernel_dedup import structure
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(_outlined(VARIANTS))
+        mods = find_ops(module.operation, ("gpu.module",))
+        keys = [structure(gm) for gm in mods]
+        texts = ["\n".join(op.operation.get_asm() for op in gm.regions[0].blocks[0].operations) for gm in mods]
+        for i in range(len(mods)):
+            for j in range(len(mods)):
+                assert (keys[i] == keys[j]) == (texts[i] == texts[j]), (i, j)
+                assert keys[i] != keys[j] or hash(keys[i]) == hash(keys[j])
+        assert sum(keys[0] == k for k in keys) == 3  # k0, k1, k6
+
+        def leaves(x):
+            return [y for z in x for y in leaves(z)] if isinstance(x, tuple) else [x]
+
+        # Op and attribute names, numbers, and attributes and types as the objects the context uniques.
+        assert all(isinstance(x, (int, ir.Attribute, ir.Type)) or isinstance(x, str) and " " not in x
+                   for x in leaves(keys[0]))
+        assert any(isinstance(x, ir.FloatAttr) for x in leaves(keys[0]))
+
+
+def test_structure_numbers_values_by_position():
+    """Operands are compared by which value they are (which op's result, which block argument): a kernel that
+    loads from %in twice differs from one that loads from %in, then %out."""
+    from portable.compiler.lowering.kernel_dedup import structure
+
+    def kernel(second: str) -> str:
+        return (KERNEL.format(name="m", **SAME).replace(
+            "%y = arith.subf %w, %v : f32",
+            f"%u = memref.load {second}[%tx] : memref<64xf32>\n      %y = arith.subf %w, %u : f32"))
+
+    with ir.Context(), ir.Location.unknown():
+        a, b, c = (ir.Module.parse("module attributes {gpu.container_module} {" + kernel(s) + "}")
+                   for s in ("%in", "%out", "%in"))
+        ka, kb, kc = (structure(m.body.operations[0].operation) for m in (a, b, c))
+        assert ka == kc and ka != kb

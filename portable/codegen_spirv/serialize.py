@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -69,13 +70,15 @@ def _subgroup_reductions_non_uniform(gm: ir.Operation) -> None:
             del op.attributes["uniform"]
 
 
-def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, int], o: Options,
+def spirv_from_gpu_module(gpu_module: ir.Operation, workgroup_size: tuple[int, int, int], o: Options,
                           dump=None, access: tuple[str, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
-    """SPIR-V bytes for the single kernel in `gpu_module_asm` (textual `gpu.module`), and the bindings it reads as
-    uniform texel buffers (texel_reads.py; empty unless the profile asks for them)."""
-    with ir.Context() as ctx, ir.Location.unknown():
-        ctx.allow_unregistered_dialects = False
-        module = ir.Module.parse("module attributes {gpu.container_module} {\n" + gpu_module_asm + "\n}")
+    """SPIR-V bytes for the single kernel of `gpu_module`, and the bindings it reads as uniform texel buffers
+    (texel_reads.py; empty unless the profile asks for them). The conversion rewrites a copy of its own, in a
+    module of its own in the kernel's context: the caller's gpu.module is left as it was."""
+    with gpu_module.context, ir.Location.unknown():
+        module = ir.Module.create()
+        module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+        module.body.append(gpu_module.clone())
         gm = next(op for op in module.body.operations if op.operation.name == "gpu.module")
         if find_ops(gm.operation, MMA_OPS):
             # The KHR cooperative-matrix instructions exist from SPIR-V 1.6 on (what VK_KHR_cooperative_matrix
@@ -160,7 +163,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         (spv,) = find_ops(module.operation, ("spirv.module",))
         pin_version(spv, o.spirv_version or "v1.3")
         vulkan_model = needs_vulkan_model(spv)
-        _decorate_buffers(module, access)
+        names = _decorate_buffers(module, access)
         _barriers_cover_buffers(module, local_only, vulkan_model)
         if vulkan_model:
             to_vulkan_model(spv)
@@ -181,6 +184,7 @@ def spirv_from_gpu_module(gpu_module_asm: str, workgroup_size: tuple[int, int, i
         binary = next(op for op in module.body.operations if op.operation.name == "gpu.binary")
         objects = ir.ArrayAttr(binary.attributes["objects"])
         spirv = bytes(gpu.ObjectAttr(objects[0]).object)
+        spirv = _restore_names(spirv, names)
         if f16_storage_only:
             spirv = _drop_capability(spirv, FLOAT16)
         return (_drop_capability(spirv, INT16) if i16_storage_only else spirv), texels
@@ -247,7 +251,7 @@ def _barriers_cover_buffers(module: ir.Module, local_only: list[bool], vulkan_mo
         op.attributes["memory_semantics"] = local if flag else full
 
 
-def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
+def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> dict[str, str]:
     """Restrict on every buffer, NonWritable on those the kernel only reads: what GLSL's `restrict readonly`
     gives, and what lets drivers use their read-only caches (the serializer turns these unit attributes
     into OpDecorate).
@@ -255,14 +259,19 @@ def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
     A read-only buffer whose block type a written buffer shares (two tensors of one shape get one struct type)
     gets a block type of its own first: with NonWritable on a shared type, the NVIDIA Vulkan driver (580)
     dropped the writes to the other buffer (measured on the H200: a GEMV with a residual input of the output's
-    shape returned the residual)."""
+    shape returned the residual).
+
+    The context uniques a named struct type by its name, and every kernel of a compile shares the context (the
+    arguments of one kernel are named as another's): the IR names each block type for its body too, and the
+    returned {name in the IR: name} is what the binary's OpName strings take back (_restore_names)."""
+    names: dict[str, str] = {}
     for spv in module.body.operations:
         if spv.operation.name != "spirv.module":
             continue
         bound = [op.operation for op in spv.regions[0].blocks[0].operations
                  if op.operation.name == "spirv.GlobalVariable" and "binding" in op.attributes]
         binding = {id(op): ir.IntegerAttr(op.attributes["binding"]).value for op in bound}
-        written = {str(op.attributes["type"]) for op in bound
+        written = {op.attributes["type"] for op in bound
                    if binding[id(op)] >= len(access) or "w" in access[binding[id(op)]]}
         renamed: dict[str, ir.Type] = {}
         for op in bound:
@@ -271,16 +280,42 @@ def _decorate_buffers(module: ir.Module, access: tuple[str, ...]) -> None:
             if i >= len(access) or "w" in access[i]:
                 continue
             text = str(op.attributes["type"])
-            if text in written and "!spirv.struct<(" in text:
+            if op.attributes["type"] in written and "!spirv.struct<(" in text:
                 name = ir.StringAttr(op.attributes["sym_name"]).value
-                new = ir.Type.parse(text.replace("!spirv.struct<(", f"!spirv.struct<{name}_block, (", 1))
+                own = f"{name}_block_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+                new = ir.Type.parse(text.replace("!spirv.struct<(", f"!spirv.struct<{own}, (", 1))
                 op.attributes["type"] = ir.TypeAttr.get(new)
                 renamed[name] = new
-            elif text in written:
+                names[own] = f"{name}_block"
+            elif op.attributes["type"] in written:
                 continue  # a block type that cannot be given a name of its own: leave it writable
             op.attributes["non_writable"] = ir.UnitAttr.get()
         if renamed:
             _retype_addresses(spv.operation, renamed)
+    return names
+
+
+def _restore_names(spirv: bytes, names: dict[str, str]) -> bytes:
+    """`spirv` with each OpName string that `names` holds replaced by the name it maps to (_decorate_buffers)."""
+    import struct
+
+    if not names:
+        return spirv
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    out, i = words[:5], 5
+    while i < len(words):
+        n, op = words[i] >> 16, words[i] & 0xFFFF
+        inst = words[i:i + max(n, 1)]
+        if op == 5 and n > 2:  # OpName: target id, then a nul-terminated string padded to whole words
+            text = struct.pack(f"<{n - 2}I", *inst[2:])
+            name = text[:text.index(b"\0")].decode()
+            if name in names:
+                new = names[name].encode() + b"\0"
+                new += b"\0" * (-len(new) % 4)
+                inst = [((2 + len(new) // 4) << 16) | 5, inst[1], *struct.unpack(f"<{len(new) // 4}I", new)]
+        out += inst
+        i += max(n, 1)
+    return struct.pack(f"<{len(out)}I", *out)
 
 
 def _retype_addresses(op: ir.Operation, renamed: dict[str, ir.Type]) -> None:

@@ -464,8 +464,8 @@ def codegen(module: ir.Module, o: Options, targets: tuple[str, ...], dump: Dumpe
                 vk = _kernel_copy(gm)  # a rewrite that changed nothing may have cleaned up: the kernel as it was
             if coop_staging.wide_copies(vk) or lanes:
                 dump(f"{gname}-lanes", _gpu_module(vk))
-            # The boundary: the SPIR-V serializer takes the kernel as text (its own context; codegen_spirv).
-            spirv, texels = spirv_from_gpu_module(_gpu_module(vk).get_asm(assume_verified=True), wg, o,
+            # The boundary: the SPIR-V serializer takes the kernel's gpu.module and gives back words (codegen_spirv).
+            spirv, texels = spirv_from_gpu_module(_gpu_module(vk), wg, o,
                                                   dump=lambda s, t, g=gname: dump(f"{g}-{s}", t), access=access)
             dump(f"{gname}", disassemble(spirv), ".spvasm")
         if "opencl" in targets:
