@@ -139,3 +139,47 @@ def test_squeeze_excite_values(device):
     x, s = rng.standard_normal((1, 32, 7, 7)).astype(np.float32), rng.standard_normal((1, 32, 1, 1)).astype(np.float32)
     (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})
     np.testing.assert_allclose(portable.run(m, x, s, device=device)[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def _swiglu_nbits(k: int = 512, n: int = 256):
+    """silu(g) * u into a 4-bit MatMulNBits projection (a Llama FFN's down projection at decode), decomposed."""
+    from onnx import TensorProto, helper
+    from test_llm_quant import matmul_nbits
+
+    from portable.frontend.onnx_decomp_quant import dequantize_matmul_nbits
+
+    base = matmul_nbits(k, n, 32, False, m=1)
+    nodes = [helper.make_node("Sigmoid", ["g"], ["sg"]), helper.make_node("Mul", ["g", "sg"], ["silu"]),
+             helper.make_node("Mul", ["silu", "u"], ["A"]), *base.graph.node]
+    vi = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, k]) for x in ("g", "u")]
+    g = helper.make_graph(nodes, "swiglu", vi, list(base.graph.output), list(base.graph.initializer))
+    return dequantize_matmul_nbits(helper.make_model(g, opset_imports=list(base.opset_import)))
+
+
+def test_producer_leaves_a_quantized_matvec():
+    """The weight side of the product is computed too (int8 codes times their block scales): the SwiGLU factor is
+    still taken out, computed once per value instead of once per output column."""
+    pytest.importorskip("onnx", reason="the ONNX frontend needs the 'onnx' package")
+    from portable.compiler.graph import unfuse
+    from portable.frontend.onnx_import import onnx_to_mlir
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(onnx_to_mlir(_swiglu_nbits()))
+        passmanager.PassManager.parse(PREPROCESS).run(module.operation)
+        fn = public_func(module)
+        red = [op for op in fn.regions[0].blocks[0].operations if _reduces(op)]
+        assert len(red) == 1 and "math.exp" in str(red[0]) and "arith.sitofp" in str(red[0])
+        assert unfuse.unfuse_reductions(fn) == 1
+        ops = [op for op in fn.regions[0].blocks[0].operations if op.name == "linalg.generic"]
+        red = [op for op in ops if _reduces(op)]
+        assert len(red) == 1 and "math.exp" not in str(red[0]) and "arith.sitofp" in str(red[0])
+        assert any("math.exp" in str(o) and not _reduces(o) for o in ops)
+
+
+def test_producer_leaves_a_quantized_matvec_values(device):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+    m = _swiglu_nbits()
+    rng = np.random.default_rng(5)
+    g, u = (rng.standard_normal((1, 512)).astype(np.float32) for _ in range(2))
+    (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"g": g, "u": u})
+    np.testing.assert_allclose(portable.run(m, g, u, device=device)[0], ref, rtol=1e-4, atol=1e-4)

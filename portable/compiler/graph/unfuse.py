@@ -20,30 +20,32 @@ from .generics import rebuild_generic
 from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decides those
 
 
-def _factor(op: ir.Operation):
-    """(w input, factor value, the body ops computing it, the x-side inputs they read) for a body
-    `yield out + factor * w` whose factor is computed from inputs other than w; else None."""
+def _factors(op: ir.Operation):
+    """Each (factor value, the body ops computing it, the x-side inputs they read) for a
+    body `yield out + factor * w` whose factor is computed from inputs other than those of w: w an input, or a
+    value computed from inputs of its own (int8 codes times their block scales: a quantized weight)."""
     nin = num_inputs(op)
     block = op.regions[0].blocks[0]
     args, ops = list(block.arguments), list(block.operations)
     yielded = ops[-1].operands
     if len(yielded) != 1 or not isinstance(yielded[0], ir.OpResult):
-        return None
+        return
     add = yielded[0].owner
     if add.name not in ("arith.addf", "arith.addi") or args[nin] not in list(add.operands):
-        return None
+        return
     prods = [v for v in add.operands if v != args[nin]]
     if len(prods) != 1 or not isinstance(prods[0], ir.OpResult) or prods[0].owner.name not in ("arith.mulf",
                                                                                                 "arith.muli"):
-        return None
+        return
     mul = prods[0].owner
-    ws = [a.arg_number for a in mul.operands if isinstance(a, ir.BlockArgument) and a.owner == block
-          and a.arg_number < nin]
-    for w in ws:
-        others = [v for v in mul.operands if v != args[w]]
-        if len(others) != 1 or len(list(args[w].uses)) != 1:
+    operands = list(mul.operands)
+    for side in range(len(operands)):
+        wside = _inputs_read(operands[side], block, ops)
+        if wside is None or not wside or any(a >= nin for a in wside) or len(operands) != 2:
             continue
-        factor = others[0]
+        if isinstance(operands[side], ir.BlockArgument) and len(list(operands[side].uses)) != 1:
+            continue
+        factor = operands[1 - side]
         needed, xs, stack = [], set(), [factor]
         ok = True
         while stack and ok:
@@ -55,7 +57,7 @@ def _factor(op: ir.Operation):
                     needed.append(v.owner)
                     stack.extend(v.owner.operands)
             elif isinstance(v, ir.BlockArgument) and v.owner == block:
-                if v.arg_number >= nin or v.arg_number == w:
+                if v.arg_number >= nin or v.arg_number in wside:
                     ok = False
                 xs.add(v.arg_number)
         if not ok or not needed:
@@ -67,8 +69,24 @@ def _factor(op: ir.Operation):
         if any(not any(u.owner == n for n in needed) for o in needed for r in o.results if r != factor
                for u in r.uses):
             continue
-        return w, factor, needed, sorted(xs)
-    return None
+        yield factor, needed, sorted(xs)
+
+
+def _inputs_read(v: ir.Value, block: ir.Block, ops: list) -> set[int] | None:
+    """The block arguments `v` is computed from inside the body (None where an op on the way has regions)."""
+    found: set[int] = set()
+    stack, seen = [v], []
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ir.BlockArgument) and x.owner == block:
+            found.add(x.arg_number)
+        elif isinstance(x, ir.OpResult) and any(x.owner == o for o in ops):
+            if x.owner.regions:
+                return None
+            if not any(x.owner == o for o in seen):
+                seen.append(x.owner)
+                stack.extend(x.owner.operands)
+    return found
 
 
 def _zero(e) -> bool:
@@ -79,10 +97,12 @@ def _unfuse_one(op: ir.Operation) -> bool:
     if op.name != "linalg.generic" or len(op.results) != 1 or "reduction" not in iterator_types(op):
         return False
     ranges = loop_ranges(op)
-    found = _factor(op) if ranges is not None else None
-    if found is None:
-        return False
-    w, factor, needed, xs = found
+    return ranges is not None and any(_unfuse_factor(op, ranges, *found) for found in _factors(op))
+
+
+def _unfuse_factor(op: ir.Operation, ranges: list[int], factor: ir.Value, needed: list[ir.Operation],
+                   xs: list[int]) -> bool:
+    """f (`factor`, computed by `needed` from inputs `xs`) out of `op` where the cost model says so."""
     if any(o.name == "linalg.index" for o in needed):
         return _unfuse_over_loops(op, ranges, factor, needed, xs)
     maps = indexing_maps(op)
@@ -209,7 +229,7 @@ def _erase_unused(needed: list[ir.Operation]) -> None:
     pending = list(needed)  # erased once unused: users before what they use
     while pending:
         dead = [o for o in pending if all(not list(r.uses) for r in o.results)]
-        if not dead:  # _factor admits no f whose ops the rest of the body reads
+        if not dead:  # _factors admits no f whose ops the rest of the body reads
             raise CompileError("unfuse: a producer op inside the reduction is still used", stage="unfuse-producers")
         for o in dead:
             pending.remove(o)

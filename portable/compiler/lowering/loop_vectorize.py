@@ -42,7 +42,85 @@ def vectorize_loops(gpu_module: ir.Operation, width: int = WIDTH) -> bool:
         if plan is not None:
             _rewrite(loop, width, *plan)
             changed = True
+    while changed and any(_carry_partials(loop) for loop in find_ops(gpu_module, ("scf.for",))):
+        pass
     return changed
+
+
+def _carry_partials(outer: ir.Operation) -> bool:
+    """A loop whose iter_arg adds in, each iteration, the combined partials of a vectorized loop nested in it (a
+    reduction over two loops: blocks of 32 weights with one scale each) carries the partials instead: the inner
+    loop starts from the outer one's vector and the lanes are combined once, after the outer loop, not once per
+    outer iteration (PoCL, 768x2048 int8 matvec: 0.46 -> 0.21 ms). Whether it rewrote `outer`."""
+    body = outer.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    yields = list(ops[-1].operands)
+    found = {}  # outer iter_arg index -> (inner loop, its result index, reduction, combine)
+    for i, acc in enumerate(list(body.arguments)[1:]):
+        users = [u.owner for u in acc.uses]
+        if len(users) != 1 or users[0].name not in _COMBINE or yields[i] != users[0].results[0]:
+            continue
+        comb = users[0]
+        part = comb.operands[1] if comb.operands[0] == acc else None
+        red = part.owner if part is not None and isinstance(part, ir.OpResult) else None
+        if red is None or red.name != "vector.reduction" or len(red.operands) != 1 \
+                or red.attributes["kind"] != ir.Attribute.parse(f"#vector.kind<{_COMBINE[comb.name]}>"):
+            continue
+        src = red.operands[0]
+        inner = src.owner if isinstance(src, ir.OpResult) else None
+        if inner is None or inner.name != "scf.for" or inner.parent != outer or len(list(src.uses)) != 1 \
+                or any(u.owner != ops[-1] for u in comb.results[0].uses):
+            continue
+        j = src.result_number
+        init = inner.operands[3 + j]
+        ident = init.owner if isinstance(init, ir.OpResult) else None
+        if ident is None or ident.name != "arith.constant" or not _is_identity(ident, _COMBINE[comb.name]):
+            continue
+        found[i] = (inner, j, red, comb)
+    if not found:
+        return False
+    inits = list(outer.operands)[3:]
+    with ir.InsertionPoint(outer), outer.location:
+        # The partials start from the identity, made again before the loop (the inner loop's is inside it).
+        starts = list(inits)
+        for i, (inner, j, _, _) in found.items():
+            ident = inner.operands[3 + j]
+            starts[i] = arith.ConstantOp(ident.type, ident.owner.attributes["value"]).result
+        new = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2], starts)
+    nb = new.regions[0].blocks[0]
+    for old, arg in zip(body.arguments, nb.arguments):
+        old.replace_all_uses_with(arg)
+    with ir.InsertionPoint(nb), outer.location:
+        term = scf.YieldOp([found[i][0].results[found[i][1]] if i in found else y for i, y in enumerate(yields)])
+    ops[-1].erase()
+    for op in ops[:-1]:
+        op.move_before(term.operation)
+    after = {}  # what recreates each combination after the loop
+    for i, (inner, j, red, comb) in found.items():
+        inner.operands[3 + j] = nb.arguments[1 + i]
+        after[i] = (red.attributes["kind"], comb.name, comb.results[0].type,
+                    {k: comb.attributes[k] for k in comb.attributes})
+        comb.erase()
+        red.erase()
+    with ir.InsertionPoint.after(new.operation), outer.location:
+        for i, v in enumerate(new.results):
+            if i not in found:
+                outer.results[i].replace_all_uses_with(v)
+                continue
+            kind, name, t, attrs = after[i]
+            part = vector.ReductionOp(t, kind, v).result
+            total = ir.Operation.create(name, results=[t], operands=[inits[i], part], attributes=attrs).results[0]
+            outer.results[i].replace_all_uses_with(total)
+    outer.erase()
+    return True
+
+
+def _is_identity(const: ir.Operation, kind: str) -> bool:
+    attr = const.attributes["value"]
+    if not isinstance(attr, ir.DenseElementsAttr) or not ir.DenseElementsAttr(attr).is_splat:
+        return False
+    v = ir.DenseElementsAttr(attr).get_splat_value()
+    return isinstance(v, ir.FloatAttr) and ir.FloatAttr(v).value == _IDENTITY[kind]
 
 
 
