@@ -183,3 +183,4 @@ def test_producer_leaves_a_quantized_matvec_values(device):
     g, u = (rng.standard_normal((1, 512)).astype(np.float32) for _ in range(2))
     (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"g": g, "u": u})
     np.testing.assert_allclose(portable.run(m, g, u, device=device)[0], ref, rtol=1e-4, atol=1e-4)
+

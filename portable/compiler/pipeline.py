@@ -33,6 +33,7 @@ from .graph import (
     named_ops,
     narrow_i64,
     reduction_inputs,
+    reshape_refine,
     rewrites,
     split_k,
     split_rows,
@@ -223,10 +224,13 @@ def _codegen(c: Compilation) -> bool:
 
 def _preprocess(c: Compilation) -> None:
     """Generic ops, their broadcasts of size-1 dims as lower-rank operands (unit_broadcasts.py: so reshapes fuse by
-    expansion), then upstream's elementwise fusion."""
+    expansion), then upstream's elementwise fusion; again where reshapes that split a dim two ways were taken
+    through the shape both refine (reshape_refine.py)."""
     c.passes("builtin.module(func.func(linalg-generalize-named-ops))")
     unit_broadcasts.drop_unit_broadcasts(c.func)
     c.passes(PREPROCESS)  # its generalization finds nothing left
+    if reshape_refine.refine_reshapes(c.func):
+        c.passes(PREPROCESS)
 
 
 STAGES: list[Stage] = [

@@ -23,7 +23,7 @@ from .split_k import matmul_form  # matmul forms: split_k.unfuse_producers decid
 def _factors(op: ir.Operation):
     """Each (factor value, the body ops computing it, the x-side inputs they read) for a
     body `yield out + factor * w` whose factor is computed from inputs other than those of w: w an input, or a
-    value computed from inputs of its own (int8 codes times their block scales: a quantized weight)."""
+    value computed from constants of its own (int8 codes times their block scales: a quantized weight)."""
     nin = num_inputs(op)
     block = op.regions[0].blocks[0]
     args, ops = list(block.arguments), list(block.operations)
@@ -43,8 +43,11 @@ def _factors(op: ir.Operation):
         wside = _inputs_read(operands[side], block, ops)
         if wside is None or not wside or any(a >= nin for a in wside) or len(operands) != 2:
             continue
-        if isinstance(operands[side], ir.BlockArgument) and len(list(operands[side].uses)) != 1:
-            continue
+        if isinstance(operands[side], ir.BlockArgument):
+            if len(list(operands[side].uses)) != 1:
+                continue
+        elif not all(_constant(op.operands[a]) for a in wside):
+            continue  # a computed weight side is a weight's (constants): two computed activations stay as they are
         factor = operands[1 - side]
         needed, xs, stack = [], set(), [factor]
         ok = True
@@ -62,6 +65,12 @@ def _factors(op: ir.Operation):
                 xs.add(v.arg_number)
         if not ok or not needed:
             continue
+        # Checks on f's values (torch-mlir's assert that a divisor is not zero) go with it.
+        for o in ops:
+            if o.name == "cf.assert" and not any(o == n for n in needed):
+                chain = _checks(o, needed, xs, block, ops)
+                if chain is not None:
+                    needed.extend(chain)
         # Every use of an x-side input is inside f: the reduction keeps no other use of it. So is every use of
         # what f computes on the way (a loop index the body reads elsewhere too: Funnel's pooled attention).
         if any(not any(u.owner == o for o in needed) for x in xs for u in args[x].uses):
@@ -70,6 +79,29 @@ def _factors(op: ir.Operation):
                for u in r.uses):
             continue
         yield factor, needed, sorted(xs)
+
+
+def _checks(check: ir.Operation, needed: list, xs: set, block: ir.Block, ops: list) -> list | None:
+    """`check` and the ops computing its condition when they read only f's values and inputs (None otherwise)."""
+    chain, stack = [check], list(check.operands)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, ir.BlockArgument) and v.owner == block:
+            if v.arg_number not in xs:
+                return None
+        elif isinstance(v, ir.OpResult) and any(v.owner == o for o in ops):
+            if any(v.owner == n for n in needed) or any(v.owner == c for c in chain):
+                continue
+            if v.owner.regions or any(not any(u.owner == c for c in chain) for r in v.owner.results
+                                      for u in r.uses):
+                return None
+            chain.append(v.owner)
+            stack.extend(v.owner.operands)
+    return chain
+
+
+def _constant(v: ir.Value) -> bool:
+    return isinstance(v, ir.OpResult) and v.owner.name == "arith.constant"
 
 
 def _inputs_read(v: ir.Value, block: ir.Block, ops: list) -> set[int] | None:
@@ -109,6 +141,8 @@ def _unfuse_factor(op: ir.Operation, ranges: list[int], factor: ir.Value, needed
     # f is materialized over the index space of the largest x-side input (a convolution's image, its windows'
     # overlap included); the others must read along its indices (or at 0: broadcast, unit dims).
     main = max(xs, key=lambda x: prod(ir.RankedTensorType(op.operands[x].type).shape))
+    if ir.RankedTensorType(op.operands[main].type).element_type != factor.type:
+        return False  # f takes that input's place in the body: a widened f16 input keeps its form
     shape = list(ir.RankedTensorType(op.operands[main].type).shape)
     exprs = [str(e) for e in maps[main].results]
     local = {}
