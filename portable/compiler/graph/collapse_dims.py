@@ -11,9 +11,17 @@ consecutive dim results in order, or none of them, so the collapsed operands are
 
 from __future__ import annotations
 
-from ...ir.linalg_info import classify, indexing_maps, iterator_types, loop_dims, num_inputs, static_shape
+from ...ir.linalg_info import (
+    classify,
+    indexing_maps,
+    iterator_types,
+    loop_dims,
+    loop_ranges,
+    num_inputs,
+    static_shape,
+)
 from ...ir.mlir import ir, tensor
-from ...ir.util import as_operation, find_ops, reassociation_attr
+from ...ir.util import as_operation, find_ops, keep_groups, reassociation_attr
 from .contraction_layout import is_product
 from .generics import rebuild_generic
 
@@ -24,10 +32,11 @@ def _positions(amap: ir.AffineMap) -> dict[int, int] | None:
     return None if dims is None else {d: p for p, d in enumerate(dims)}
 
 
-def _joinable(op: ir.Operation, groups: list[list[int]]) -> bool:
-    """Whether every map of `op` has each group's loops as consecutive dim results in order, or none of them."""
+def _joinable(op: ir.Operation, groups: list[list[int]], maps: list[ir.AffineMap] | None = None) -> bool:
+    """Whether every map of `op` (or `maps`) has each group's loops as consecutive dim results in order, or none of
+    them."""
     its = iterator_types(op)
-    for m in indexing_maps(op):
+    for m in maps or indexing_maps(op):
         pos = _positions(m)
         if pos is None:
             return False
@@ -42,14 +51,15 @@ def _joinable(op: ir.Operation, groups: list[list[int]]) -> bool:
     return True
 
 
-def loop_groups(op: ir.Operation) -> list[list[int]] | None:
-    """The op's loops in runs that can be one loop (None when no two can)."""
+def loop_groups(op: ir.Operation, maps: list[ir.AffineMap] | None = None) -> list[list[int]] | None:
+    """The op's loops in runs that can be one loop (None when no two can), with `maps` in the place of its own."""
     n = len(iterator_types(op))
-    if any(_positions(m) is None for m in indexing_maps(op)):
+    maps = maps or indexing_maps(op)
+    if any(_positions(m) is None for m in maps):
         return None
     groups = [[0]]
     for i in range(n - 1):
-        if _joinable(op, [[i, i + 1]]):
+        if _joinable(op, [[i, i + 1]], maps):
             groups[-1].append(i + 1)
         else:
             groups.append([i + 1])
@@ -168,6 +178,51 @@ def _collapse_consumers(value: ir.Value, reassoc: list[list[int]]) -> None:
             _collapse(user, groups)
 
 
+def _unit_dims_between(op: ir.Operation):
+    """(the maps, per input the positions of those dims) of `op` with each input's size-1 dims that size-1 loops index
+    moved to its front, in loop order (a decode step's single token between an attention output's heads and their
+    columns: (b, h, s, e) with s = 1 keeps (h, e) from being one loop; read as (b, s, h, e) they are). Size-1 dims
+    may go anywhere without moving an element. None where no input has one out of place."""
+    ranges = loop_ranges(op)
+    if ranges is None:
+        return None
+    maps = indexing_maps(op)
+    orders: dict[int, list[int]] = {}
+    for i in range(num_inputs(op)):
+        shape = static_shape(op.operands[i])
+        if shape is None or len(shape) < 2 or loop_dims(maps[i]) is None:
+            continue
+        dims = loop_dims(maps[i])
+        units = sorted((p for p, (d, size) in enumerate(zip(dims, shape)) if ranges[d] == 1 and size == 1),
+                       key=lambda p: dims[p])
+        order = units + [p for p in range(len(dims)) if p not in units]
+        if order != list(range(len(dims))) and len(units) < len(dims):
+            orders[i] = units
+    if not orders:
+        return None
+    new = [ir.AffineMap.get(m.n_dims, 0, [m.results[p] for p in orders[i] + [q for q in range(len(m.results))
+                                                                          if q not in orders[i]]])
+           if i in orders else m for i, m in enumerate(maps)]
+    return new, orders
+
+
+def _reorder_units(op: ir.Operation, maps: list[ir.AffineMap], units: dict[int, list[int]]) -> None:
+    """Read the inputs in `units` with those size-1 dims in front (a collapse that drops them, an expand that puts
+    them back first: views of the same memory), through `maps`."""
+    for i, moved in units.items():
+        t = ir.RankedTensorType(op.operands[i].type)
+        keep = [p not in moved for p in range(t.rank)]
+        rest = [t.shape[p] for p in range(t.rank) if keep[p]]
+        shape = [1] * len(moved) + rest
+        front = [list(range(len(moved) + 1))] + [[len(moved) + 1 + j] for j in range(len(rest) - 1)]
+        with ir.InsertionPoint(op), op.location:
+            x = tensor.CollapseShapeOp(ir.RankedTensorType.get(rest, t.element_type), op.operands[i],
+                                       reassociation_attr(keep_groups(keep))).result
+            op.operands[i] = tensor.ExpandShapeOp(ir.RankedTensorType.get(shape, t.element_type), x,
+                                                  reassociation_attr(front), [], shape).result
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+
+
 def collapse_matmul_loops(func_op: ir.Operation) -> int:
     """Collapse the joinable loops of every static matmul-like linalg.generic, and its elementwise users alike;
     returns how many matmuls changed."""
@@ -179,6 +234,12 @@ def collapse_matmul_loops(func_op: ir.Operation) -> int:
         if any(static_shape(v) is None for v in op.operands):
             continue
         groups = loop_groups(op)
+        drop = _unit_dims_between(op)
+        if drop is not None:
+            joined = loop_groups(op, drop[0])
+            if joined is not None and (groups is None or len(joined) < len(groups)):
+                _reorder_units(op, *drop)
+                groups = joined
         if groups is not None:
             todo.append((op, groups))
     for op, groups in todo:
