@@ -206,6 +206,12 @@ def _unit_dims_between(op: ir.Operation):
     return new, orders
 
 
+def _k_groups(op: ir.Operation, groups: list[list[int]] | None) -> int:
+    """How many loops of `op`'s reduction loops would be, grouped as `groups` (each loop its own where None)."""
+    its = iterator_types(op)
+    return sum(1 for g in groups or [[d] for d in range(len(its))] if its[g[0]] == "reduction")
+
+
 def _reorder_units(op: ir.Operation, maps: list[ir.AffineMap], units: dict[int, list[int]]) -> None:
     """Read the inputs in `units` with those size-1 dims in front (a collapse that drops them, an expand that puts
     them back first: views of the same memory), through `maps`."""
@@ -234,11 +240,12 @@ def collapse_matmul_loops(func_op: ir.Operation) -> int:
         if any(static_shape(v) is None for v in op.operands):
             continue
         groups = loop_groups(op)
-        drop = _unit_dims_between(op)
-        if drop is not None:
-            joined = loop_groups(op, drop[0])
-            if joined is not None and (groups is None or len(joined) < len(groups)):
-                _reorder_units(op, *drop)
+        moved = _unit_dims_between(op)
+        if moved is not None:
+            # Only where that joins reduction loops (a K in two parts): the other groups stay as they were.
+            joined = loop_groups(op, moved[0])
+            if joined is not None and _k_groups(op, joined) < _k_groups(op, groups):
+                _reorder_units(op, *moved)
                 groups = joined
         if groups is not None:
             todo.append((op, groups))
