@@ -67,7 +67,7 @@ def _compile(args) -> int:
         return 2
     graph = src.read_text() if src.suffix == ".mlir" else str(src)
     try:
-        shapes = _input_shapes(args.input_shape or [])
+        shapes = parse_input_shapes(args.input_shape or [])
     except ValueError as e:
         print(f"error: --input-shape: {e}", file=sys.stderr)
         return 2
@@ -118,7 +118,7 @@ def _verify(args) -> int:
     return 0
 
 
-def _input_shapes(specs: list[str]) -> dict:
+def parse_input_shapes(specs: list[str]) -> dict:
     """--input-shape NAME=1,3,224,224 (or POSITION=...) as {name or position: shape}."""
     out: dict = {}
     for spec in specs:

@@ -368,10 +368,10 @@ def add_parser(subparsers) -> None:
 
 
 def _main(args) -> int:
-    from .cli import _input_shapes
+    from .cli import parse_input_shapes
 
     try:
-        shapes = _input_shapes(args.input_shape or []) or None
+        shapes = parse_input_shapes(args.input_shape or []) or None
     except ValueError as e:
         raise ProfileError(f"--input-shape: {e}") from None
     res = profile(args.model, args.device, shapes, args.runs, args.sources)

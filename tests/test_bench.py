@@ -248,21 +248,21 @@ def test_targets_section_marks_misses_with_their_reasons():
                           rec("numpy", "host", "add_64Mi", 2.0)]}
     where = {"tinygrad": "opencl:0", "numpy": "host"}
     rows = {(r.split(" | ")[0][2:], r.split(" | ")[1]): r for r in
-            targets.section(result, dev, report.index(result), report._ms, where)[4:]}
+            targets.section(result, dev, report.index(result), report.median_ms, where)[4:]}
     add = rows[(">= 2x tinygrad on every workload", "add_64Mi")]
     assert "1.50x tinygrad" in add and "**no**" in add and "memory-bound" in add and "0.900 ms" in add
     assert "meeting it takes at most 0.750 ms; the fastest library on this silicon, numpy, took 2.000 ms" in add
     assert "| yes |" in rows[(">= 2x tinygrad on every workload", "matmul_1024_f32")]
     slow = rows[("matmul within 3x of numpy", "matmul_1024_f32")]
     assert "0.20x numpy" in slow and "**no**" in slow and "no reason recorded" in slow
-    assert targets.section(result, dict(dev, profile="generic"), report.index(result), report._ms, where) == []
+    assert targets.section(result, dict(dev, profile="generic"), report.index(result), report.median_ms, where) == []
     # A peer that failed a workload leaves its target unjudged, and the row says so instead of vanishing.
     result["workloads"]["cpu"]["matmul_4096_f16"] = dict(w, bound="compute")
     result["results"] += [rec("portable", "opencl:0", "matmul_4096_f16", 1.0),
                           {"peer": "tinygrad", "device": "opencl:0", "size_class": "cpu", "workload": "matmul_4096_f16",
                            "status": "error", "stage": "prepare"}]
     rows = {(r.split(" | ")[0][2:], r.split(" | ")[1]): r for r in
-            targets.section(result, dev, report.index(result), report._ms, where)[4:]}
+            targets.section(result, dev, report.index(result), report.median_ms, where)[4:]}
     assert "not judged | tinygrad has no time here (error at prepare)" in \
         rows[(">= 2x tinygrad on every workload", "matmul_4096_f16")]
 
@@ -292,9 +292,9 @@ def test_bandwidth_miss_states_the_floor_this_runs_copies_fit():
             rec("torch", "torch", "scale_4096", copy_ms(128 * mib)),
             rec("torch", "torch", "add_64Mi", copy_ms(768 * mib))]
     result = {"workloads": {"gpu": ws}, "results": runs}
-    fixed, rate, fitted = targets.stream_floor(result, dev, report.index(result), report._ms, "kernel_ms")
+    fixed, rate, fitted = targets.stream_floor(result, dev, report.index(result), report.median_ms, "kernel_ms")
     assert fixed == pytest.approx(0.005) and rate == pytest.approx(4.4e9) and fitted == ["add_64Mi", "scale_4096"]
-    rows = targets.section(result, dev, report.index(result), report._ms, {"torch": "torch"})
+    rows = targets.section(result, dev, report.index(result), report.median_ms, {"torch": "torch"})
     soft = next(r for r in rows if "| softmax_4096 |" in r)
     floor_pct = 100 * 128 * mib / (copy_ms(128 * mib) / 1e3) / 4.8e12
     assert "**no**" in soft and "t = 5.0 us + bytes / 4.40 TB/s" in soft
@@ -302,8 +302,8 @@ def test_bandwidth_miss_states_the_floor_this_runs_copies_fit():
     assert "this kernel 1.10x that" in soft and "PyTorch's copies take 1.00x / 1.00x these times" in soft
 
     runs[0]["kernel_ms"]["median_ms"] = 0.001  # fixed time below zero on the line through both: no floor
-    assert targets.stream_floor(result, dev, report.index(result), report._ms, "kernel_ms") is None
-    rows = targets.section(result, dev, report.index(result), report._ms, {})
+    assert targets.stream_floor(result, dev, report.index(result), report.median_ms, "kernel_ms") is None
+    rows = targets.section(result, dev, report.index(result), report.median_ms, {})
     soft = next(r for r in rows if "| softmax_4096 |" in r)
     assert "at best" not in soft and "scale_4096 in this run" in soft
 

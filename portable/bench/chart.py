@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .peaks import fraction_of_peak, peak_for
-from .report import _ms, index, peers_for
+from .report import index, median_ms, peers_for
 
 COLORS = {"portable": "#d62728", "iree": "#1f77b4", "tinygrad": "#2ca02c", "torch": "#9467bd",
           "numpy": "#7f7f7f", "onnxruntime": "#bcbd22"}
@@ -41,7 +41,7 @@ def plot(result: dict, path: Path) -> None:
                 ys, xs = [], []
                 for j, wid in enumerate(ids):
                     rec = idx.get((p, where, sc, wid))
-                    ms = _ms(rec)
+                    ms = median_ms(rec)
                     if rec is not None and not ms and rec["status"] not in ("skipped",):
                         ax.text(0.01, j + k * height, f"{p}: {rec['status']}", fontsize=6, va="center",
                                 color=COLORS.get(p, "#333333"), transform=ax.get_yaxis_transform())
@@ -68,7 +68,7 @@ def plot(result: dict, path: Path) -> None:
                 for k, (p, where) in enumerate(peers):
                     ys, xs = [], []
                     for j, wid in enumerate(ids):
-                        ms = _ms(idx.get((p, where, sc, wid)))
+                        ms = median_ms(idx.get((p, where, sc, wid)))
                         f = fraction_of_peak(dev["name"], ws[wid], ms / 1e3) if ms else None
                         if f is not None:
                             ys.append(j + k * height)

@@ -57,7 +57,7 @@ def throughput(w: dict, ms: float) -> str:
     return f"{w['bytes'] / s / 1e9:.1f} GB/s"
 
 
-def _ms(rec: dict | None, key: str = "device_ms") -> float | None:
+def median_ms(rec: dict | None, key: str = "device_ms") -> float | None:
     if rec and rec.get("status") == "ok" and rec.get(key):
         return rec[key]["median_ms"]
     return None
@@ -66,7 +66,7 @@ def _ms(rec: dict | None, key: str = "device_ms") -> float | None:
 def _cell(rec: dict | None, key: str = "device_ms") -> str:
     if rec is None:
         return "—"
-    ms = _ms(rec, key)
+    ms = median_ms(rec, key)
     if ms is not None:
         return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
     if rec.get("status") == "ok":
@@ -96,8 +96,8 @@ def device_table(result: dict, dev: dict, key: str = "device_ms") -> list[str]:
         row = [wid, w["label"], _cell(mine, key)]
         for p, where in peers:
             r = idx.get((p, where, sc, wid))
-            row += [_cell(r, key), _ratio(_ms(mine, key), _ms(r, key))]
-        ms = _ms(mine, key)
+            row += [_cell(r, key), _ratio(median_ms(mine, key), median_ms(r, key))]
+        ms = median_ms(mine, key)
         row.append(throughput(w, ms) if ms else "—")
         if peak:
             f = fraction_of_peak(dev["name"], w, ms / 1e3) if ms else None
@@ -105,9 +105,10 @@ def device_table(result: dict, dev: dict, key: str = "device_ms") -> list[str]:
         lines.append("| " + " | ".join(row) + " |")
     row = ["geomean", "(workloads both ran)", ""]
     for p, where in peers:
-        rs = [_ms(idx.get((p, where, sc, wid)), key) / _ms(idx.get(("portable", dev["uri"], sc, wid)), key)
+        rs = [median_ms(idx.get((p, where, sc, wid)), key) / median_ms(idx.get(("portable", dev["uri"], sc, wid)), key)
               for wid in result["workloads"].get(sc, {})
-              if _ms(idx.get((p, where, sc, wid)), key) and _ms(idx.get(("portable", dev["uri"], sc, wid)), key)]
+              if median_ms(idx.get((p, where, sc, wid)), key)
+              and median_ms(idx.get(("portable", dev["uri"], sc, wid)), key)]
         g = math.exp(sum(math.log(r) for r in rs) / len(rs)) if rs else None
         row += ["", f"**{g:.2f}×** ({sum(r > 1 for r in rs)}/{len(rs)} faster)" if g else "—"]
     row += [""] + ([""] if peak else [])
@@ -159,7 +160,7 @@ def markdown(result: dict) -> str:
         L += ["", "End to end (with transfers):", ""]
         L += device_table(result, dev, "e2e_ms")
         L.append("")
-        checked = targets.section(result, dev, index(result), _ms, dict(peers_for(result, dev)))
+        checked = targets.section(result, dev, index(result), median_ms, dict(peers_for(result, dev)))
         if checked:
             L += checked + [""]
     for k, v in result["peers"].items():

@@ -83,7 +83,7 @@ def _reason(profile: str, wid: str) -> str:
 
 
 def section(result: dict, dev: dict, idx: dict, ms, where: dict) -> list[str]:
-    """Markdown lines: every target of `dev`'s profile against this run (`idx`: report.index, `ms`: report._ms,
+    """Markdown lines: every target of `dev`'s profile against this run (`idx`: report.index, `ms`: report.median_ms,
     `where`: peer -> where it ran comparably with `dev`, report.peers_for)."""
     rules = RULES.get(dev["profile"])
     if not rules:

@@ -70,7 +70,7 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
         command: str) -> dict:
     from .. import config
     from ..zoo import registry
-    from ..zoo.runner import EXPORT_TIMEOUT_S, _job
+    from ..zoo.runner import EXPORT_TIMEOUT_S, run_worker
 
     entries = registry.entries(pattern or DEFAULT_ZOO)
     if not entries:
@@ -84,7 +84,7 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
     for e in entries:
         rec: dict = {"family": e.family, "inputs": {i.name: list(i.shape) for i in e.inputs}}
         res["models"][e.name] = rec
-        prep = _job(["prepare", e.name, str(cache)], EXPORT_TIMEOUT_S, env)
+        prep = run_worker(["prepare", e.name, str(cache)], EXPORT_TIMEOUT_S, env)
         rec["onnxruntime"] = {k: prep.get(k) for k in ("ort_ms", "status", "error") if k in prep}
         if "ort_ms" not in prep:
             print(f"{e.name}: export/onnxruntime failed: {prep.get('error', prep)}", flush=True)
@@ -97,7 +97,7 @@ def run(pattern: str | None, devices: list[str], out: Path | None, cache: Path, 
         ncnn_vk = nc.get("vulkan", {})
         ncnn_ms = ncnn_vk.get("ms") if ncnn_vk.get("max_rel", 1.0) <= NCNN_WRONG else None
         for d in devices:
-            r = _job(["run", e.name, str(cache), d], timeout_s, env)
+            r = run_worker(["run", e.name, str(cache), d], timeout_s, env)
             rec[d] = {k: r.get(k) for k in ("status", "steady_ms", "steady_runs", "compile_s", "dispatches",
                                             "max_rel", "error") if k in r}
             ms = r.get("steady_ms") if r.get("status") == "pass" else None

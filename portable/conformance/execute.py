@@ -30,7 +30,7 @@ def _record(status: str, **kw) -> dict:
     return {"status": status, **{k: v for k, v in kw.items() if v is not None}}
 
 
-def _classify(e: BaseException, stage: str, phase: str) -> dict:
+def classify_failure(e: BaseException, stage: str, phase: str) -> dict:
     """A record for an exception raised in `phase` (import | compile | run)."""
     msg = str(e).strip()
     if isinstance(e, UnsupportedOp):
@@ -134,13 +134,13 @@ def import_case(case: Case) -> tuple[dict, Any]:
                      or (dynamic and a.dtype == np.bool_ and a.ndim == 1 and a.size <= 64))}
         values = {**values, **more}
         if not more or not isinstance(first, PortableError):
-            return info, _classify(first, "onnx-import", "import")
+            return info, classify_failure(first, "onnx-import", "import")
         try:
             text = onnx_to_mlir(model, {k: v for k, v in shapes.items() if k not in values}, input_values=values)
             folded = sorted(values)
             info["folded_inputs"] = folded
         except Exception as second:  # noqa: BLE001
-            rec = _classify(first, "onnx-import", "import")
+            rec = classify_failure(first, "onnx-import", "import")
             again = (str(second).strip().splitlines() or [""])[0][:300]
             rec["message"] = f"{rec['message']}\n(with {', '.join(sorted(values))} folded to constants: {again})"
             return info, rec
@@ -159,9 +159,9 @@ def run_on_device(case: Case, text: str, sets, device: str) -> dict:
     try:
         exe = portable.compile(text, device=device)
     except Exception as e:  # noqa: BLE001
-        return _classify(e, "compile", "compile")
+        return classify_failure(e, "compile", "compile")
     t1 = time.perf_counter()
-    rec = _execute(case, exe, sets)
+    rec = run_and_compare(case, exe, sets)
     rec.update(compile_s=round(t1 - t0, 3), run_s=round(time.perf_counter() - t1, 3),
                kernels=len(exe.executable.kernels))
     exe.close()
@@ -176,7 +176,7 @@ def _signless(arr: np.ndarray, dtype: str) -> np.ndarray:
     return arr
 
 
-def _execute(case: Case, exe, sets) -> dict:
+def run_and_compare(case: Case, exe, sets) -> dict:
     worst: dict | None = None
     for feeds, refs in sets:
         sigs = list(exe.inputs)
@@ -185,13 +185,13 @@ def _execute(case: Case, exe, sets) -> dict:
         try:
             outs = exe(*feeds)
         except Exception as e:  # noqa: BLE001
-            return _classify(e, "run", "run")
+            return classify_failure(e, "run", "run")
         outs = [_signless(np.asarray(o), np.asarray(r).dtype.name) if np.asarray(r).dtype.kind in "iu" else o
                 for o, r in zip(outs, refs)]
         try:
             res = {"phase": "run", **compare_outputs(outs, refs, case.rtol, case.atol)}
         except Exception as e:  # noqa: BLE001 - outputs that cannot even be compared
-            return _classify(e, "compare", "run")
+            return classify_failure(e, "compare", "run")
         if worst is None or res["status"] != "pass":
             worst = res
         if res["status"] != "pass":
@@ -226,7 +226,7 @@ def run_profile(case: Case, text: str, sets, profile_name: str, devices: list[st
                     for k in exe.kernels:
                         _validate(k.spirv, kernel_target_env(k.spirv, env))
             except Exception as e:  # noqa: BLE001
-                failure = _classify(e, "compile", "compile")
+                failure = classify_failure(e, "compile", "compile")
             built[api] = (exe, failure, round(time.perf_counter() - t0, 3))
         exe, failure, compile_s = built[api]
         if failure is not None:
@@ -282,9 +282,9 @@ def _run_for_profile(case: Case, exe, sets, profile: dict, options: dict, dev: s
         return _record("compiled-only", reason="; ".join(why), **base)
     t1 = time.perf_counter()
     try:
-        rec = _execute(case, compiled_graph(exe, live), sets)
+        rec = run_and_compare(case, compiled_graph(exe, live), sets)
     except Exception as e:  # noqa: BLE001
-        rec = _classify(e, "run", "run")
+        rec = classify_failure(e, "run", "run")
     rec.update(run_s=round(time.perf_counter() - t1, 3), **{k: v for k, v in base.items() if v is not None})
     return rec
 

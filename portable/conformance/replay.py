@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .cases import Case
-from .execute import _classify, _execute
+from .execute import classify_failure, run_and_compare
 from .runner import Results
 
 
@@ -74,9 +74,9 @@ def replay(src: Path, devices: list[str], out: Path, profile: str, shard: tuple[
                 messages.clear()
             try:
                 graph = CompiledGraph(Executable.load(path), device)
-                rec = _execute(case, graph, sets)
+                rec = run_and_compare(case, graph, sets)
             except Exception as e:  # noqa: BLE001 - one case failing is a record, not the end of the run
-                rec = _classify(e, "run", "run")
+                rec = classify_failure(e, "run", "run")
             finally:
                 if graph is not None:
                     graph.close()

@@ -32,7 +32,7 @@ def _tail(text: str, n: int = 6) -> str:
     return "\n".join(lines[-n:])
 
 
-def _job(args: list[str], timeout_s: float, env: dict[str, str]) -> dict:
+def run_worker(args: list[str], timeout_s: float, env: dict[str, str]) -> dict:
     """Run one worker; its record, or an error record when it timed out, crashed or wrote none."""
     with tempfile.TemporaryDirectory(prefix="portable-zoo-") as tmp:
         result = Path(tmp) / "result.json"
@@ -107,7 +107,7 @@ def run(entries: list[Entry], devices: list[str], results: Results, cache: Path,
             log(f"[{done[0]}/{total}] {e.name} on {d}: {_line(rec)}  ({time.perf_counter() - t_all:.0f} s so far)")
 
     def one(e: Entry) -> None:
-        prep = _job(["prepare", e.name, str(cache)], max(timeout_s, EXPORT_TIMEOUT_S), {})
+        prep = run_worker(["prepare", e.name, str(cache)], max(timeout_s, EXPORT_TIMEOUT_S), {})
         with lock:
             results.data["models"][e.name]["prepare"] = prep
         failed = prep.get("status") in ("error", "unsupported")
@@ -119,7 +119,7 @@ def run(entries: list[Entry], devices: list[str], results: Results, cache: Path,
             # A fresh compile cache per cell: compile seconds are a real compile, not a cache hit.
             cache_dir = tempfile.mkdtemp(prefix="portable-zoo-cache-")
             try:
-                rec = _job(["run", e.name, str(cache), d], timeout_s, {"PORTABLE_CACHE_DIR": cache_dir})
+                rec = run_worker(["run", e.name, str(cache), d], timeout_s, {"PORTABLE_CACHE_DIR": cache_dir})
             finally:
                 shutil.rmtree(cache_dir, ignore_errors=True)
             rec["ort_ms"] = prep.get("ort_ms")
