@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOp
 from ..ir.mlir import ir
-from ..ir.util import find_ops
+from ..ir.util import find_ops, memory_space
 
 
 def workgroup_allocs_to_attributions(module: ir.Module) -> None:
@@ -16,7 +16,7 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> None:
         for fn in gm.regions[0].blocks[0].operations:
             if fn.operation.name != "gpu.func":
                 continue
-            allocs = find_ops(fn.operation, ("memref.alloc",), lambda op: "workgroup" in str(op.results[0].type))
+            allocs = find_ops(fn.operation, ("memref.alloc",), lambda op: memory_space(op.results[0]) == "workgroup")
             if not allocs:
                 continue
             if "private_attributions" in fn.attributes:

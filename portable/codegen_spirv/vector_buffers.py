@@ -12,7 +12,7 @@ of a vector other threads may be writing); scalar loads become a vector load plu
 from __future__ import annotations
 
 from ..ir.mlir import arith, ir, memref, vector
-from ..ir.util import find_ops, grouped_memref, multiple_of
+from ..ir.util import find_ops, grouped_memref, memory_space, multiple_of
 
 WIDTH = 4
 
@@ -72,7 +72,7 @@ def vectorize_buffers(gpu_module: ir.Operation) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(new_inputs, list(ftype.results)))
         for alloc in find_ops(fn, ("memref.alloc",)):
             t = alloc.results[0].type
-            if isinstance(t, ir.MemRefType) and "orkgroup" in str(t.memory_space):  # gpu or spirv spelling
+            if memory_space(t) == "workgroup":
                 _retyped(fn, alloc.results[0])
 
 

@@ -307,3 +307,30 @@ def launch_grid(launch: ir.Operation) -> tuple[int, list[int | None]]:
     """(index of the grid's first operand, the grid's three sizes where constant) of a gpu.launch."""
     first = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))[0]  # after async deps
     return first, [constant_int(v) for v in list(launch.operands)[first:first + 3]]
+
+
+def memory_space(v: ir.Value | ir.Type) -> str | None:
+    """'workgroup', 'private' or 'global' for a memref value or type in one of those address spaces (the gpu
+    dialect's attribute or SPIR-V's storage class, read as attributes, not as text); None otherwise."""
+    t = v.type if isinstance(v, ir.Value) else v
+    if not isinstance(t, ir.MemRefType):
+        try:
+            t = ir.MemRefType(t)
+        except (ValueError, TypeError):
+            return None
+    space = t.memory_space
+    if space is None:
+        return None
+    for name, spellings in _SPACES.items():
+        if any(space == ir.Attribute.parse(s) for s in spellings):
+            return name
+    return None
+
+
+_SPACES = {"workgroup": ("#gpu.address_space<workgroup>", "#spirv.storage_class<Workgroup>"),
+           "private": ("#gpu.address_space<private>",), "global": ("#gpu.address_space<global>",)}
+
+
+def all_in_bounds(op: ir.Operation) -> bool:
+    """Whether a vector transfer's `in_bounds` marks every dim in bounds."""
+    return all(ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes["in_bounds"]))

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...ir.linalg_info import indexing_maps
 from ...ir.mlir import arith, ir, vector
+from ...ir.util import all_in_bounds
 
 
 def row_tiles_ok(ops: list[ir.Operation]) -> bool:
@@ -78,7 +79,7 @@ def _segments(op: ir.Operation) -> list[int]:
 def _transfer_rows(op: ir.Operation) -> str | None:
     """'rows' for a 2-d in-bounds transfer whose dims are the memref's last two, 'broadcast' for a read whose
     first dim is a broadcast of the innermost one (the same row each time), else None."""
-    if _segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]):
+    if _segments(op)[-1] != 0 or not all_in_bounds(op):
         return None
     amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     n = amap.n_dims

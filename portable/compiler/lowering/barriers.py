@@ -16,7 +16,7 @@ separate workgroups.
 from __future__ import annotations
 
 from ...ir.mlir import ir
-from ...ir.util import base_buffer, kernel_blocks
+from ...ir.util import base_buffer, kernel_blocks, memory_space
 
 WORKGROUP_ONLY = "[#gpu.address_space<workgroup>]"
 # Operations that write memory through the memref operand at this index.
@@ -35,8 +35,7 @@ def _is_global(value: ir.Value) -> bool:
     t = value.type
     if not isinstance(t, ir.MemRefType):
         return False
-    space = t.memory_space
-    if space is not None and any(s in str(space) for s in ("workgroup", "private")):
+    if memory_space(t) in ("workgroup", "private"):
         return False
     # A buffer the kernel allocates without a memory space is the thread's own (made private later).
     base = base_buffer(value)

@@ -22,7 +22,7 @@ go, so the epilogue runs on the accumulators and each output is written once.
 from __future__ import annotations
 
 from ...ir.mlir import arith, ir
-from ...ir.util import constant_int, kernel_blocks
+from ...ir.util import all_in_bounds, constant_int, kernel_blocks
 from .loop_registers import touches
 
 # Ops that neither write memory nor branch: barriers before the first other op order nothing.
@@ -38,7 +38,7 @@ def _splat_write(op: ir.Operation) -> ir.Attribute | None:
     attr = value.owner.attributes["value"]
     if not isinstance(attr, ir.DenseElementsAttr) or not attr.is_splat:
         return None
-    if _segments(op)[-1] != 0 or "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
+    if _segments(op)[-1] != 0 or not all_in_bounds(op) or not _minor_identity(op):
         return None
     return attr
 
@@ -153,7 +153,7 @@ def _access(op: ir.Operation, mem: ir.Value) -> tuple[list[ir.Value], list[int]]
     if op.name in ("vector.transfer_read", "vector.transfer_write"):
         read = op.name == "vector.transfer_read"
         if op.operands[0 if read else 1] != mem or _segments(op)[-1] or \
-                "false" in str(op.attributes["in_bounds"]):
+                not all_in_bounds(op):
             return None
         if not _minor_identity(op):
             return None
@@ -261,7 +261,7 @@ def _drop_leading_barriers(block: ir.Block) -> None:
 def _transfer(op: ir.Operation) -> tuple | None:
     """(buffer, indices, vector type, maps) of an unmasked, in-bounds, minor-identity vector transfer, else None."""
     if op.name not in ("vector.transfer_read", "vector.transfer_write") or _segments(op)[-1] or \
-            "false" in str(op.attributes["in_bounds"]) or not _minor_identity(op):
+            not all_in_bounds(op) or not _minor_identity(op):
         return None
     read = op.name == "vector.transfer_read"
     vtype = op.results[0].type if read else op.operands[0].type

@@ -20,7 +20,7 @@ accesses had run 80.3% of HBM bandwidth against 79.2% scalar: session8/glsl_rows
 from __future__ import annotations
 
 from ...ir.mlir import arith, ir, vector
-from ...ir.util import constant_int, find_ops, sized_kernels
+from ...ir.util import constant_int, find_ops, memory_space, sized_kernels
 
 _MIXED = -1  # tag of a value that depends on more than one slot
 _VECTOR_MEMORY = ("vector.load", "vector.store", "vector.transfer_read", "vector.transfer_write", "vector.gather",
@@ -150,7 +150,7 @@ def _slots_kept_apart(body: ir.Block, slot_of: dict, tid: ir.Value) -> bool:
                 mem, idx = op.operands[0], list(op.operands)[1:]
                 if any(tag.get(v) is not None for v in idx):
                     return False
-                shared = "workgroup" in str(ir.MemRefType(mem.type).memory_space or "")
+                shared = memory_space(mem) == "workgroup"
                 own = not shared or any(_uses(v, tid) for v in idx)
                 tag[op.results[0]] = _MIXED if mem in partials and own else None
                 continue

@@ -12,7 +12,7 @@ t + k*T), and every load takes the value of the last store to its slot; the stor
 from __future__ import annotations
 
 from ...ir.mlir import arith, ir
-from ...ir.util import as_operation, base_buffer, clone_body, constant_int, sized_kernels
+from ...ir.util import as_operation, base_buffer, clone_body, constant_int, memory_space, sized_kernels
 
 _ACCESS = ("memref.load", "memref.store")
 
@@ -51,8 +51,7 @@ def _kernel(fn: ir.Operation, limit: int) -> None:
 
 
 def _workgroup(alloc: ir.Operation) -> bool:
-    space = ir.MemRefType(alloc.results[0].type).memory_space
-    return space is not None and "workgroup" in str(space)
+    return memory_space(alloc.results[0]) == "workgroup"
 
 
 def _is_tid(v: ir.Value, tids: list[ir.Value]) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir.mlir import arith, gpu, ir, memref, passmanager
-from ...ir.util import as_operation, constant_int, find_ops, grouped_memref, multiple_of
+from ...ir.util import all_in_bounds, as_operation, constant_int, find_ops, grouped_memref, memory_space, multiple_of
 from ...profiles import Options
 from ..lowering.loop_registers import carry_in_registers, defined_outside
 from . import coop_matrix, promotion
@@ -154,7 +154,7 @@ def _hoist_allocs(loop: ir.Operation) -> None:
     of 64 or 256 bytes would put every second or every row on the same banks)."""
     for alloc in find_ops(loop, ("memref.alloc",)):
         t = ir.MemRefType(alloc.results[0].type)
-        if "workgroup" not in str(t.memory_space):
+        if memory_space(t) != "workgroup":
             continue
         if any(u.owner.name not in ("vector.transfer_read", "vector.transfer_write") for u in alloc.results[0].uses):
             raise CompileError("a staged cooperative-matrix tile is used by something other than a transfer",
@@ -259,7 +259,7 @@ def wide_copies(module: ir.Module) -> bool:
         # The staged loops: those whose body has barriers (the fragment loops inside have none).
         loops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "scf.for" and
                  any(b.operation.name == "gpu.barrier" for b in o.operation.regions[0].blocks[0].operations)]
-        tiles = [a.results[0] for a in find_ops(fn, ("memref.alloc",)) if "workgroup" in str(a.results[0].type)]
+        tiles = [a.results[0] for a in find_ops(fn, ("memref.alloc",)) if memory_space(a.results[0]) == "workgroup"]
         pairs = [_copy_pairs(t) for t in tiles]
         if not all(p is not None for p in pairs):
             continue  # the copies stay as they are (8 f16 accesses each): carried in registers they would
@@ -312,7 +312,7 @@ def _eight(op: ir.Operation, vt: ir.Type) -> bool:
     seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
     minor = [str(e) for e in amap.results] == [f"d{amap.n_dims - v.rank + i}" for i in range(v.rank)]
-    return minor and seg[-1] == 0 and "false" not in str(op.attributes["in_bounds"]) and \
+    return minor and seg[-1] == 0 and all_in_bounds(op) and \
         multiple_of(_indices(op)[-1], VEC)
 
 
@@ -461,4 +461,4 @@ def _shift_row(op: ir.Operation, first_index: int, by: ir.Value) -> None:
 
 
 def _is_workgroup(v: ir.Value) -> bool:
-    return "orkgroup" in str(v.type)
+    return memory_space(v) == "workgroup"

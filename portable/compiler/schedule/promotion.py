@@ -17,7 +17,7 @@ is still reached through subviews.
 from __future__ import annotations
 
 from ...ir.mlir import arith, ir, scf
-from ...ir.util import constant_int, find_ops, pop_marked
+from ...ir.util import constant_int, find_ops, memory_space, pop_marked
 from ..dispatch.groups import Group
 from ..lowering.loop_registers import carry_in_registers, defined_outside
 from ..strategy.strategy import Strategy
@@ -256,7 +256,7 @@ def prefetch(loop: ir.Operation) -> None:
     iv = body.arguments[0]
 
     def is_workgroup(v):
-        return "orkgroup" in str(v.type)
+        return memory_space(v) == "workgroup"
 
     reads = [o for o in ops if o.name in ("vector.transfer_read", "memref.load") and not is_workgroup(o.operands[0])
              and defined_outside(o.operands[0], loop)]
