@@ -13,12 +13,8 @@ from __future__ import annotations
 from math import prod
 
 from ...ir.mlir import ir, tensor
-from ...ir.util import find_ops, reassociation_attr
+from ...ir.util import find_ops, reassociation_attr, reassociation_groups
 from .unit_broadcasts import drop_unit_indices
-
-
-def _groups(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _refine(a: list[int], b: list[int]) -> list[int] | None:
@@ -108,8 +104,8 @@ def refine_reshapes(func_op: ir.Operation) -> int:
         if not (src_t.has_static_shape and out_t.has_static_shape):
             continue
         # Size-1 dims first leave both sides (reshapes of their own, which canonicalization folds into the rest).
-        src, cg, src_in = _units_away(list(src_t.shape), _groups(collapse))
-        out, eg, out_in = _units_away(list(out_t.shape), _groups(expand))
+        src, cg, src_in = _units_away(list(src_t.shape), reassociation_groups(collapse))
+        out, eg, out_in = _units_away(list(out_t.shape), reassociation_groups(expand))
         plan = _through(src, out, cg, eg)
         if plan is None:
             continue

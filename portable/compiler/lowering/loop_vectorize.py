@@ -42,8 +42,10 @@ def vectorize_loops(gpu_module: ir.Operation, width: int = WIDTH) -> bool:
         if plan is not None:
             _rewrite(loop, width, *plan)
             changed = True
-    while changed and any(_carry_partials(loop) for loop in find_ops(gpu_module, ("scf.for",))):
-        pass
+    # A rewrite replaces the loop it carries partials through: the loops are listed again after each.
+    carried = changed
+    while carried:
+        carried = any(_carry_partials(loop) for loop in find_ops(gpu_module, ("scf.for",)))
     return changed
 
 
