@@ -1,7 +1,7 @@
 """Decode tokens/s of a Llama-architecture decoder (random weights from a seed) on a GPU host without MLIR, through
 DecoderSession on packages compiled here, against Hugging Face generate in PyTorch eager on the same card.
 
-    python benchmarks/h200_llm.py export .h200l                 # here: ONNX export, seeded weights, package, skeleton
+    python benchmarks/h200_llm.py export .h200l [--size 440m]   # here: ONNX export, seeded weights, package, skeleton
     python benchmarks/h200_llm.py run .h200l --out r.json       # GPU host: portable per API vs PyTorch eager
 
 Only the decode step (chunk 1) at one cache capacity is packaged; the prompt is fed one token at a time through it.
@@ -29,27 +29,31 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEED = 0
-CONFIG = {"vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
-          "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 2048,
-          "tie_word_embeddings": False}
+_COMMON = {"vocab_size": 32000, "max_position_embeddings": 2048, "tie_word_embeddings": False}
+SIZES = {  # --size: Llama configurations (f32 weights; ONNX files stay under protobuf's 2 GB)
+    "140m": {**_COMMON, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+             "num_attention_heads": 16, "num_key_value_heads": 16},
+    "440m": {**_COMMON, "hidden_size": 1536, "intermediate_size": 4096, "num_hidden_layers": 12,
+             "num_attention_heads": 12, "num_key_value_heads": 12},
+}
 CAPACITY = 256
 TARGETS = ("vulkan:nvidia", "opencl:nvidia")
 PEAK_BW = {"H200": 4.8e12, "H100": 3.35e12}
 
 
-def _model():
+def _model(config: dict):
     import torch
 
     from portable.llm import hf_export
 
     tf = hf_export._transformers()
     torch.manual_seed(SEED)
-    model = tf.LlamaForCausalLM(tf.LlamaConfig(**CONFIG))
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(**config))
     model.config._attn_implementation = "eager"
     return model.eval()
 
 
-def export(out: Path) -> None:
+def export(out: Path, size: str) -> None:
     import onnx
 
     from portable import package
@@ -60,7 +64,7 @@ def export(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "llm.onnx"
     if not path.exists():
-        model = _model()
+        model = _model(SIZES[size])
         hf_export.export(model, path)
         del model
     seeded = weightless.seed_initializers(onnx.load(str(path)), SEED)
@@ -75,15 +79,14 @@ def export(out: Path) -> None:
         package.build(step, TARGETS, pkg, input_shapes=shapes)
     stats = weightless.strip(pkg, out / f"llm-c{CAPACITY}.skel", step)
     (out / f"llm-c{CAPACITY}.hash").write_text(package.Package(pkg).content_hash)
-    (out / "llm.json").write_text(json.dumps({"config": CONFIG, "capacity": CAPACITY, "seed": SEED,
+    (out / "llm.json").write_text(json.dumps({"config": SIZES[size], "size": size, "capacity": CAPACITY, "seed": SEED,
                                               "shapes": [list(s) for s in shapes]}))
     print(f"llm c{CAPACITY}: compiled in {time.perf_counter() - t:.0f} s; package {pkg.stat().st_size / 2**20:.1f} "
           f"MiB, skeleton {(out / f'llm-c{CAPACITY}.skel').stat().st_size / 2**20:.2f} MiB {stats}", flush=True)
 
 
 # ---- GPU host ---------------------------------------------------------------------------------------------
-def _bytes_per_token(context_rows: float) -> float:
-    c = CONFIG
+def _bytes_per_token(c: dict, context_rows: float) -> float:
     h, v, n = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
     hd = h // c["num_attention_heads"]
     per_layer = 2 * h * h + 2 * h * c["num_key_value_heads"] * hd + 3 * h * c["intermediate_size"] + 2 * h
@@ -101,10 +104,10 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
     from portable.llm.session import DecoderSession
 
     meta = json.loads((src / "llm.json").read_text())
-    cap = meta["capacity"]
-    prompt = [int(t) for t in np.random.default_rng(0).integers(0, CONFIG["vocab_size"], prompt_len)]
+    cap, config = meta["capacity"], meta["config"]
+    prompt = [int(t) for t in np.random.default_rng(0).integers(0, config["vocab_size"], prompt_len)]
     params = None
-    res: dict = {"config": CONFIG, "capacity": cap, "prompt_tokens": prompt_len, "new_tokens": new,
+    res: dict = {"config": config, "capacity": cap, "prompt_tokens": prompt_len, "new_tokens": new,
                  "repeats": repeats, "rows": []}
     peak = None
     try:
@@ -114,7 +117,7 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
         res["gpu"] = torch.cuda.get_device_name(0)
         peak = next((bw for k, bw in PEAK_BW.items() if k in res["gpu"]), None)
         torch.backends.cuda.matmul.allow_tf32 = False
-        model = _model().cuda()
+        model = _model(config).cuda()
         params = sum(p.numel() for p in model.parameters())
         ids = torch.tensor([prompt], device="cuda")
 
@@ -140,7 +143,7 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
             one = statistics.median(gen(1) for _ in range(repeats))
             full = [gen(new) for _ in range(repeats)]
             dec = (statistics.median(full) - one) / (new - 1)
-            bpt = _bytes_per_token(prompt_len + new / 2)
+            bpt = _bytes_per_token(config, prompt_len + new / 2)
             row = {"runner": f"pytorch eager generate ({attn} attention)", "decode_tok_s": 1 / dec,
                    "bytes_per_token": bpt, "generate_s": full, "first_token_s": one}
             if peak:
@@ -176,7 +179,7 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
                 s.reset()
                 runs.append(run_loop(s.feed, prompt, new, lambda x: int(np.argmax(x))))
             dec = statistics.median(r[3] for r in runs) / (new - 1)
-            bpt = _bytes_per_token(cap)
+            bpt = _bytes_per_token(config, cap)
             row = {"runner": f"portable {dev} (DecoderSession on a package)", "decode_tok_s": 1 / dec,
                    "bytes_per_token": bpt, "decode_s": [r[3] for r in runs],
                    "prompt_s_one_token_at_a_time": [r[2] for r in runs],
@@ -202,6 +205,7 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export")
     e.add_argument("dir", type=Path)
+    e.add_argument("--size", choices=sorted(SIZES), default="140m")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--out", type=Path, required=True)
@@ -211,7 +215,7 @@ def main(argv=None) -> int:
     r.add_argument("--device", default="vulkan:0,opencl:0")
     a = ap.parse_args(argv)
     if a.cmd == "export":
-        export(a.dir)
+        export(a.dir, a.size)
     else:
         run(a.dir, a.out, a.prompt_len, a.new, a.repeats, a.device.split(","))
     return 0

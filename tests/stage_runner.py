@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from portable import profiles
 from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+from portable.ir import weights
 from portable.ir.mlir import ir
 
 
@@ -27,7 +28,7 @@ def op_names(module: ir.Module) -> list[str]:
 def at_stage(text: str, name: str, options: profiles.Options, targets=("vulkan", "opencl")):
     """A Compilation of `text` with every stage before `name` run; then `name` itself: (before, after, changed)."""
     i = [s.name for s in STAGES].index(name)
-    c = Compilation(ir.Module.parse(text), options, targets, Dumper("0" * 16))
+    c = Compilation(weights.parse(text), options, targets, Dumper("0" * 16))
     run_stages(c, STAGES[:i])
     before = op_names(c.module)
     c.stage = name

@@ -125,13 +125,14 @@ def test_bert_ffn_epilogue_reads_the_norm_rows_without_a_fallback(tiny_bert):
     from portable import profiles
     from portable.api import graph_text
     from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.ir import weights
     from portable.ir.mlir import ir
 
     path, batch = tiny_bert
     text = graph_text(path, input_shapes={n: (batch, 128) for n in ("input_ids", "attention_mask", "token_type_ids")})
     options = profiles.codegen_options(profiles.all_profiles()["nvidia"])
     with ir.Context(), ir.Location.unknown():
-        c = Compilation(ir.Module.parse(text), options, ("vulkan",), Dumper("0" * 16))
+        c = Compilation(weights.parse(text), options, ("vulkan",), Dumper("0" * 16))
         run_stages(c, STAGES[:[s.name for s in STAGES].index("tile-and-map") + 1])
         assert not c.plain and not c.plain_groups
         assert any(s.promote_k for s in c.strategies)

@@ -123,10 +123,11 @@ def _conv_matmuls(model, pixel_multiple: int, k_multiple: int = 0) -> list[tuple
     """The (A shape, B shape) of each matmul that convs_to_matmul makes of `model`'s convolutions."""
     from portable.compiler.graph import conv_gemm
     from portable.compiler.pipeline import PREPROCESS, public_func
+    from portable.ir import weights
     from portable.ir.mlir import ir, passmanager
 
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(onnx_to_mlir(model))
+        module = weights.parse(onnx_to_mlir(model))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
         conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple, k_multiple)
@@ -219,6 +220,7 @@ def test_nchw_depthwise_register_taps(device, k, hw):
     column tap): on OpenCL, with the profile's conv_vector_taps, its thread tiles are vectors of columns carried in
     registers across the taps, and the answer is the direct one."""
     from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.ir import weights
     from portable.ir.mlir import ir
 
     model, feeds, ref = conv_model(1, 24, hw, hw, 24, k, pad=k // 2, group=24)
@@ -227,7 +229,7 @@ def test_nchw_depthwise_register_taps(device, k, hw):
         pytest.skip("conv_vector_taps is carried out in OpenCL C only (a Vulkan compile turns it off)")
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True)
     with ir.Context(), ir.Location.unknown():
-        c = Compilation(ir.Module.parse(onnx_to_mlir(model)), profiles.Options.of(opts), ("opencl",),
+        c = Compilation(weights.parse(onnx_to_mlir(model)), profiles.Options.of(opts), ("opencl",),
                         Dumper("0" * 16))
         run_stages(c, STAGES[:[st.name for st in STAGES].index("tile-and-map") + 1])
         assert any(st.root_taps and st.vectorize for st in c.strategies), c.strategies

@@ -12,6 +12,7 @@ import portable
 from portable.compiler.graph import split_k
 from portable.compiler.pipeline import PREPROCESS, public_func
 from portable.compiler.strategy import fusion_cost
+from portable.ir import weights
 from portable.ir.mlir import ir, passmanager
 
 
@@ -118,7 +119,7 @@ def test_squeeze_excite_scale_leaves_the_convolution():
     from portable.frontend.onnx_import import onnx_to_mlir
 
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(onnx_to_mlir(_squeeze_excite()))
+        module = weights.parse(onnx_to_mlir(_squeeze_excite()))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
         convs = [op for op in fn.regions[0].blocks[0].operations if _reduces(op)]
@@ -164,7 +165,7 @@ def test_producer_leaves_a_quantized_matvec():
     from portable.frontend.onnx_import import onnx_to_mlir
 
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(onnx_to_mlir(_swiglu_nbits()))
+        module = weights.parse(onnx_to_mlir(_swiglu_nbits()))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
         red = [op for op in fn.regions[0].blocks[0].operations if _reduces(op)]

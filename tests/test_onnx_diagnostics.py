@@ -17,7 +17,7 @@ from portable.errors import CompileError, UnsupportedOp
 from portable.frontend import onnx_decompose
 from portable.frontend.onnx_describe import node_detail
 from portable.frontend.onnx_import import onnx_to_mlir
-from portable.ir import locations
+from portable.ir import locations, weights
 from portable.ir.mlir import ir
 from portable.profiles import Options
 
@@ -98,7 +98,7 @@ def test_imported_ops_carry_their_node():
         return ir.WalkResult.ADVANCE
 
     with ir.Context():
-        ir.Module.parse(onnx_to_mlir(m)).operation.walk(visit)
+        weights.parse(onnx_to_mlir(m)).operation.walk(visit)
     assert found["linalg.pooling_nchw_max"] == ["stem/pool"]
     assert found["linalg.generic"] == ["stem/relu"]
 

@@ -38,11 +38,12 @@ def _forms(model) -> list[str]:
     from portable.compiler.graph import conv_gemm
     from portable.compiler.pipeline import PREPROCESS, public_func
     from portable.frontend.onnx_import import onnx_to_mlir
+    from portable.ir import weights
     from portable.ir.linalg_info import classify
     from portable.ir.mlir import ir, passmanager
 
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(onnx_to_mlir(model))
+        module = weights.parse(onnx_to_mlir(model))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
         conv_gemm.convs_to_matmul(fn, 1 << 30, 0, 0, winograd=True)

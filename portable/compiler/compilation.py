@@ -64,6 +64,7 @@ class Compilation:
     kernels: list[Kernel] = field(default_factory=list)
     index: dict = field(default_factory=dict)
     progress: Progress = field(default_factory=lambda: Progress(enabled=False))
+    weights: dict = field(default_factory=dict)  # the text's outlined constants (ir/weights.py): the plan reuses them
 
     @property
     def func(self) -> ir.Operation:

@@ -18,6 +18,7 @@ from ..codegen_opencl import nontemporal
 from ..codegen_spirv.lanes import lane_kernels
 from ..errors import CompileError, PortableError, UnsupportedOp
 from ..executable import Executable, Kernel
+from ..ir import weights
 from ..ir.mlir import ir
 from ..ir.patterns import apply_patterns
 from ..ir.util import find_ops
@@ -199,7 +200,7 @@ def _row_columns(c: Compilation) -> bool:
 
 
 def _plan(c: Compilation) -> bool:
-    c.builder = plan.PlanBuilder(c.module, c.func)
+    c.builder = plan.PlanBuilder(c.module, c.func, c.weights.values())
     c.builder.build()
     if c.splits and len(c.builder.launches) != len(c.groups):
         raise CompileError(f"{len(c.groups)} dispatch groups became {len(c.builder.launches)} kernel launches; "
@@ -319,11 +320,12 @@ def compile_module(text: str, options: Options | dict, targets: tuple[str, ...] 
     progress.step("parse")
     with ir.Context(), ir.Location.unknown():
         try:
-            module = ir.Module.parse(text)
+            module = weights.parse(text)
         except ir.MLIRError as e:
             module = named_ops.parse(text, e)  # ops upstream renamed; else UnsupportedOp / CompileError
         dump("input", module)
-        c = run_stages(Compilation(module, o, tuple(targets), dump, progress=progress))
+        c = run_stages(Compilation(module, o, tuple(targets), dump, progress=progress,
+                                   weights=getattr(text, "weights", {})))
     if own:
         progress.finish()
     builder, narrowed, widened = c.builder, c.narrowed, c.widened

@@ -6,10 +6,13 @@ range of it, which the runtime binds as a view of the slot's buffer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..errors import CompileError
 from ..executable import Dispatch, Slot, TensorSig
+from ..ir import weights
 from ..ir.mlir import ir
 from ..ir.util import as_operation, bf16_bits
 
@@ -81,7 +84,7 @@ def _const_int(v: ir.Value) -> int:
     return ir.IntegerAttr(op.attributes["value"]).value
 
 
-def _global_data(module: ir.Module, sym: str, sig: TensorSig) -> np.ndarray:
+def _global_data(module: ir.Module, sym: str, sig: TensorSig, find) -> np.ndarray:
     for op in module.body.operations:
         if op.operation.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == sym:
             attr = op.attributes["initial_value"]
@@ -93,6 +96,9 @@ def _global_data(module: ir.Module, sym: str, sig: TensorSig) -> np.ndarray:
                 return np.full(sig.shape, value, dtype=dtype)
             if sig.dtype == "bfloat16":  # no bf16 in the buffer protocol: the bits, viewed as the runtime's dtype
                 return np.array(bf16_bits(attr), np.uint16).view(dtype).reshape(sig.shape)
+            same = find(np.asarray(dense))  # the caller's array of these values (ir/weights.py), else a copy
+            if same is not None and same.dtype == dtype:
+                return same.reshape(sig.shape)
             return np.array(dense, copy=True).astype(dtype, copy=False).reshape(sig.shape)
     raise CompileError(f"memref.global @{sym} not found", stage="plan")
 
@@ -100,8 +106,9 @@ def _global_data(module: ir.Module, sym: str, sig: TensorSig) -> np.ndarray:
 class PlanBuilder:
     """Turns the host func into slots, dispatches, inputs and outputs."""
 
-    def __init__(self, module: ir.Module, func_op: ir.Operation):
+    def __init__(self, module: ir.Module, func_op: ir.Operation, arrays: Iterable[np.ndarray] = ()):
         self.module = module
+        self._find = weights.known(arrays)
         self.func = func_op
         self.slots: list[Slot] = []
         self.slot_of: dict[str, int] = {}
@@ -152,7 +159,7 @@ class PlanBuilder:
                 sig = memref_sig(op.results[0].type)
                 sid = self._new_slot(op.results[0], "constant")
                 sym = ir.FlatSymbolRefAttr(op.attributes["name"]).value
-                self.constants[sid] = _global_data(self.module, sym, sig)
+                self.constants[sid] = _global_data(self.module, sym, sig, self._find)
             elif name == "gpu.launch_func":
                 self._launch(op)
             elif name == "func.return":

@@ -4,6 +4,7 @@ crash torch-mlir's pipelines. Each failure is an UnsupportedOp naming the node, 
 from __future__ import annotations
 
 from ..errors import ShapeMismatch, UnsupportedOp
+from . import onnx_weights
 from .onnx_describe import node_detail
 
 # ONNX TensorProto element types the importer and the linalg pipeline carry through (onnx.TensorProto enum).
@@ -82,7 +83,7 @@ def _attr(node, name: str, default=None):
     return default
 
 
-def check_known_failures(m) -> None:
+def check_known_failures(m, weights=None) -> None:
     """Nodes that make torch-mlir's pipelines hang or abort the process (seen in the onnx node suite): refuse them
     here, so a bad model raises instead of taking the caller's process down."""
     shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
@@ -91,7 +92,7 @@ def check_known_failures(m) -> None:
     ranks = {k: len(v) for k, v in shapes.items()}
     ranks.update({i.name: len(i.dims) for i in m.graph.initializer})
     check_axes(m.graph, ranks)
-    consts = _Constants(m)
+    consts = _Constants(m, weights or {})
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
             continue
@@ -160,7 +161,8 @@ def check_axes(graph, ranks: dict[str, int]) -> None:
 class _Constants:
     """Initializer and Constant-node values by name, read into numpy only when asked for (weights are large)."""
 
-    def __init__(self, m):
+    def __init__(self, m, weights):
+        self.weights = weights  # the arrays of stubs left by onnx_weights.detach
         self.protos = {i.name: i for i in m.graph.initializer}
         for n in m.graph.node:
             if n.op_type == "Constant" and n.output and len(n.attribute) == 1 and n.attribute[0].name == "value":
@@ -173,9 +175,7 @@ class _Constants:
         return list(self.protos[name].dims)
 
     def get(self, name: str):
-        from onnx import numpy_helper
-
-        return numpy_helper.to_array(self.protos[name]) if name in self.protos else None
+        return onnx_weights.value(self.protos[name], self.weights) if name in self.protos else None
 
 
 def _wrong_lowering(n, shapes: dict, consts: _Constants) -> str | None:

@@ -32,6 +32,7 @@ from .onnx_control_body import (
     subgraphs,
 )
 from .onnx_fold import fold_constants
+from .onnx_weights import NONE
 
 MAX_SWEEPS = 16  # sweeps over the top-level graph (each one unrolls a level of nesting)
 _CONTROL = ("If", "Scan", "Loop")
@@ -376,9 +377,9 @@ def _rewrite(st: Sweep, node, select: bool) -> list | None:
     return _unroll_loop(st, node)
 
 
-def _sweep(m, budget: list[int], select: bool) -> tuple[Sweep, dict]:
+def _sweep(m, budget: list[int], select: bool, weights) -> tuple[Sweep, dict]:
     """Rewrites, in place, every top-level control node it can; returns (the sweep, {node name: why it waits})."""
-    st = Sweep(m, budget)
+    st = Sweep(m, budget, weights)
     waiting: dict[str, str] = {}
     out: list = []
     for n in list(m.graph.node):
@@ -403,7 +404,7 @@ def _has_control(graph) -> bool:
     return any(is_control(n) for n in graph.node)
 
 
-def unroll_control_flow(m, infer):
+def unroll_control_flow(m, infer, weights=NONE):
     """The model with its top-level If/Scan/Loop nodes (and those nested in them) replaced by plain nodes, folded
     again; `infer(m)` is the caller's shape inference (it returns a new model). Raises UnsupportedOp for control flow
     that cannot be made static."""
@@ -413,14 +414,14 @@ def unroll_control_flow(m, infer):
     waiting: dict[str, str] = {}
     for _ in range(MAX_SWEEPS):
         before = len([n for n in m.graph.node if is_control(n)])
-        st, waiting = _sweep(m, budget, select)
+        st, waiting = _sweep(m, budget, select, weights)
         if len(waiting) == before:  # nothing rewritten: Ifs on run-time conditions become selects, else stop
             if select or not any(n.op_type == "If" for n in m.graph.node if n.name in waiting):
                 break
             select = True
             continue
         m = _infer_selects(m, infer, st.selects)
-        m = fold_constants(m, infer)
+        m = fold_constants(m, infer, weights=weights)
         select = False
         if not _has_control(m.graph):
             return m

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import UnsupportedOp
 from .onnx_checks import node_desc
+from .onnx_weights import NONE, value
 
 MAX_ITERATIONS = 1024  # iterations unrolled for one Scan or Loop node
 MAX_UNROLLED_NODES = 20000  # nodes unrolling may add to one model
@@ -84,8 +85,9 @@ def _rename_node(n, mapping: dict[str, str], node_name) -> None:
 class _Constants(Mapping):
     """Values of initializers and Constant nodes by name, read into numpy only when asked for (weights stay put)."""
 
-    def __init__(self, m):
+    def __init__(self, m, weights: Mapping[str, np.ndarray] = NONE):
         graph_inputs = {vi.name for vi in m.graph.input}
+        self._weights = weights
         self._protos = {t.name: t for t in m.graph.initializer if t.name not in graph_inputs and t.data_type != 8}
         self._protos.update({n.output[0]: n for n in m.graph.node
                              if n.op_type == "Constant" and n.domain in ("", "ai.onnx")})
@@ -93,11 +95,9 @@ class _Constants(Mapping):
 
     def _value(self, name: str):
         if name not in self._values:
-            from onnx import numpy_helper
-
             p = self._protos.get(name)
             self._values[name] = None if p is None else constant_value(p) if hasattr(p, "op_type") \
-                else numpy_helper.to_array(p)
+                else value(p, self._weights)
         return self._values[name]
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -120,7 +120,7 @@ class Sweep:
     """One pass over the top-level graph: names, static shapes and constants known at its start, and the helpers
     that emit nodes."""
 
-    def __init__(self, m, budget: list[int]):
+    def __init__(self, m, budget: list[int], weights: Mapping[str, np.ndarray] = NONE):
         self.m, self.budget = m, budget
         self.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.names = _defined_names(m.graph, set())
@@ -131,7 +131,7 @@ class Sweep:
                                              for d in vi.type.tensor_type.shape.dim)
         for t in m.graph.initializer:
             self.shapes[t.name] = tuple(t.dims)
-        self.consts = _Constants(m)
+        self.consts = _Constants(m, weights)
         self._const_names: dict[tuple, str] = {}
         self.selects: list[tuple] = []  # (If node, then value, else value): same shape, checked after inference
 

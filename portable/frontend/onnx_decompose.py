@@ -19,9 +19,11 @@ to the PORTABLE_DUMP directory as onnx-decompositions.txt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
+
+from .onnx_weights import NONE, value
 
 REWRITES: dict[str, Callable] = {}
 
@@ -149,7 +151,7 @@ class Builder:
         return outs if isinstance(outputs, list) or len(outs) > 1 else outs[0]
 
 
-def _known(m) -> tuple[dict, dict, dict]:
+def _known(m, weights: Mapping[str, np.ndarray]) -> tuple[dict, dict, dict]:
     from onnx import numpy_helper
 
     shapes, types, consts = {}, {}, {}
@@ -164,7 +166,7 @@ def _known(m) -> tuple[dict, dict, dict]:
     for init in m.graph.initializer:
         shapes[init.name], types[init.name] = tuple(init.dims), init.data_type
         if init.name not in inputs and init.data_type != 16:  # bfloat16 has no numpy dtype
-            consts[init.name] = numpy_helper.to_array(init)
+            consts[init.name] = value(init, weights)
     for n in m.graph.node:
         if n.op_type == "Constant":
             for a in n.attribute:
@@ -181,9 +183,10 @@ RANGES_KEY = "portable.input_ranges"
 _SAME_VALUES = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Transpose", "Slice", "Tile"}
 
 
-def decompose(m, infer, _done: frozenset = frozenset()):
+def decompose(m, infer, _done: frozenset = frozenset(), weights: Mapping[str, np.ndarray] = NONE):
     """Apply the registered rewrites to the top-level graph; returns the (re-inferred) model. `_done`: names of
-    nodes already visited (emitted by a rewrite or left to torch-mlir) by an earlier round."""
+    nodes already visited (emitted by a rewrite or left to torch-mlir) by an earlier round; `weights`: the arrays
+    of initializers `onnx_weights.detach` left as stubs."""
     from ..errors import PortableError, UnsupportedOp
     from . import (  # noqa: F401
         onnx_decomp_grid,
@@ -203,7 +206,7 @@ def decompose(m, infer, _done: frozenset = frozenset()):
 
     if not any(candidate(n) for n in m.graph.node):
         return m
-    shapes, types, consts = _known(m)
+    shapes, types, consts = _known(m, weights)
     taken = {o for n in m.graph.node for o in list(n.output) + [n.name]} | set(shapes)
     out, changed, reshaped, notes = [], False, False, []
     nodes = list(m.graph.node)
@@ -246,7 +249,7 @@ def decompose(m, infer, _done: frozenset = frozenset()):
             if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
                 for d in vi.type.tensor_type.shape.dim:
                     d.Clear()
-        return decompose(infer(m), infer, _done)
+        return decompose(infer(m), infer, _done, weights)
     return infer(m)
 
 

@@ -14,8 +14,12 @@ Only small results are folded (FOLD_LIMIT elements): large constant tensors stay
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 
 import numpy as np
+
+from .onnx_weights import NONE as _NONE
+from .onnx_weights import value
 
 FOLD_LIMIT = 1 << 16  # elements in one folded value
 
@@ -139,14 +143,15 @@ def _infer_node(node, shapes: dict, dtypes: dict, values: dict, opsets: dict[str
             dtypes[vi.name] = tt.elem_type
 
 
-def fold_once(m) -> int:
-    """One folding sweep over the top-level graph, in place; returns how many nodes were folded away."""
+def fold_once(m, weights: Mapping[str, np.ndarray] = _NONE) -> int:
+    """One folding sweep over the top-level graph, in place; returns how many nodes were folded away. `weights`:
+    the arrays of initializers `onnx_weights.detach` left as stubs."""
     from onnx import helper, numpy_helper
 
     opsets = {("" if o.domain in ("", "ai.onnx") else o.domain): o.version for o in m.opset_import}
     shapes, dtypes = _static_shapes(m)
     graph_inputs = {vi.name for vi in m.graph.input}
-    values = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if i.name not in graph_inputs
+    values = {i.name: value(i, weights) for i in m.graph.initializer if i.name not in graph_inputs
               and i.data_type not in _UNFOLDED_TENSORS}
     # A tensor with no elements is a constant whatever the input: reductions over it fold to their identity.
     for name, shape in shapes.items():
@@ -284,12 +289,12 @@ def _fresh_initializer(m, base: str, value: np.ndarray) -> str:
     return name
 
 
-def fold_constants(m, infer, rounds: int = 6):
+def fold_constants(m, infer, rounds: int = 6, weights: Mapping[str, np.ndarray] = _NONE):
     """Fold until nothing changes (shape inference between sweeps finds more static shapes), then bring constant
     Slice arguments into range; returns the model. `infer(m)` is the caller's shape inference (it returns a new
     model)."""
     for _ in range(rounds):
-        if not fold_once(m):
+        if not fold_once(m, weights):
             break
         m = infer(m)
     if canonicalize_slices(m):

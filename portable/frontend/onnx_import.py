@@ -51,6 +51,7 @@ from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
 from .onnx_shapes import infer_shapes, pin_shapes, runtime_inputs
+from .onnx_weights import detach, is_stub
 
 ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
 TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
@@ -262,12 +263,22 @@ def _node_in_traceback(e: BaseException, nodes: _Nodes) -> str | None:
     return found
 
 
-def _import_graph(importer, m, ctx, nodes: _Nodes, ir):
+def _import_graph(importer, m, ctx, nodes: _Nodes, ir, weights: dict):
     """torch-mlir's importer on `m`: the module's operation. Failures name the node being imported."""
+
+    class DetachedCache(importer.ContextCache):
+        """Stubs left by `detach` are imported from their arrays, shared, not copied."""
+
+        def tensor_proto_to_attr(self, tp):
+            if not is_stub(tp):
+                return super().tensor_proto_to_attr(tp)
+            return ir.DenseResourceElementsAttr.get_from_buffer(
+                weights[tp.name], self._sanitize_name(tp.name), self.tensor_proto_to_builtin_type(tp), alignment=8)
+
     try:
         info = importer.ModelInfo(m)
         module = info.create_module(context=ctx).operation
-        importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        importer.NodeImporter.define_function(info.main_graph, module, DetachedCache(ctx)).import_all()
         return module
     except PortableError:
         raise
@@ -285,11 +296,13 @@ def _import_graph(importer, m, ctx, nodes: _Nodes, ir):
 
 
 def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
-                 input_values: dict[str, Any] | None = None) -> str:
+                 input_values: dict[str, Any] | None = None, weights: dict | None = None) -> str:
     """MLIR text (linalg on tensors, static shapes) for an ONNX model: a path, bytes or an onnx.ModelProto.
 
     `input_shapes` pins dynamic dimensions (default: the model's own, symbolic ones 1); `input_values` folds
-    inputs into constants (for shape-determining inputs). Raises UnsupportedOp / CompileError / ShapeMismatch.
+    inputs into constants (for shape-determining inputs); `weights`: the arrays of a model whose initializers
+    `onnx_weights.detach` already took out. Raises UnsupportedOp / CompileError / ShapeMismatch. The text is a
+    `ModuleText`: its large constants ride beside it (portable/ir/weights.py).
     """
     m = load_model(model)
     # The graph name becomes the function's symbol: an empty one prints as an invalid symbol, others are quoted
@@ -303,6 +316,7 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     check_dtypes(m)
     pin_shapes(m, input_shapes, input_values)
     m = upgrade_opset(unroll_legacy_scans(m, infer_shapes))  # before onnx's Scan 8->9 adapter mangles them
+    weights = {**(weights or {}), **detach(m)}  # the copies below carry the graph, not its weights
     # Ops of domains torch-mlir does not lower are expanded into their ONNX function bodies from the start; ops
     # of the default domain only once torch-mlir turns out to have no lowering for them (it has for most).
     opsets = opsets_of(m)
@@ -311,7 +325,7 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
               and has_function_body(n.domain, n.op_type, opsets)}
     while True:
         try:
-            return _import(m, expand)
+            return _import(m, expand, weights)
         except (UnsupportedOp, CompileError) as e:
             op = _expandable(e, expand, opsets) if len(expand) < MAX_EXPANSIONS else None
             if op is None:
@@ -353,9 +367,9 @@ def _with_note(e: PortableError, note: str) -> PortableError:
     return type(e)(f"{e} ({note})")
 
 
-def _import(m0, expand: set):
+def _import(m0, expand: set, weights: dict):
     """Shape inference, function expansion, folding and checks on a copy of `m0`, then torch-mlir's importer and
-    its two pipelines; returns the MLIR text."""
+    its two pipelines; returns the MLIR text. `weights`: the arrays of `m0`'s detached initializers."""
     m = type(m0)()
     m.CopyFrom(m0)
     m = infer_shapes(m)
@@ -364,20 +378,21 @@ def _import(m0, expand: set):
                      or (n.domain == "ai.onnx" and ("", n.op_type) in expand))
         name_nodes(m.graph)
         m = infer_shapes(m)
-    m = fold_constants(m, infer_shapes)
-    m = unroll_control_flow(m, infer_shapes)
-    m = decompose(m, infer_shapes)
+    m = fold_constants(m, infer_shapes, weights=weights)
+    m = unroll_control_flow(m, infer_shapes, weights)
+    m = decompose(m, infer_shapes, weights=weights)
     check_dtypes(m)  # inference may reveal intermediate values of unsupported dtypes
     check_inferred(m)
-    check_known_failures(m)
+    check_known_failures(m, weights)
     nodes = _Nodes(m)
     from ..ir.mlir import ir, onnx_importer, passmanager, torch_dialect
+    from ..ir.weights import outline
 
     importer = onnx_importer()
     ctx = ir.Context()
     torch_dialect.register_dialect(ctx)
     with ctx:
-        module = _import_graph(importer, m, ctx, nodes, ir)
+        module = _import_graph(importer, m, ctx, nodes, ir, weights)
         _run_pipeline(module, ONNX_TO_TORCH, "torch-onnx-to-torch-backend-pipeline", nodes, ir, passmanager)
         _leftover_ops(module, nodes, lambda n: n != "torch.operator", ir)
         _run_pipeline(module, TORCH_TO_LINALG, "torch-backend-to-linalg-on-tensors-backend-pipeline", nodes,
@@ -385,7 +400,7 @@ def _import(m0, expand: set):
         _leftover_ops(module, nodes, lambda n: n.split(".")[0] in _CONTRACT_DIALECTS, ir)
         _check_static_signature(module, m)
         annotate(module, m)  # which ops were decomposed: the compiler's dump shows it
-        return module.get_asm(enable_debug_info=True)
+        return outline(module, weights.values())
 
 
 def _check_static_signature(module, m) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PortableError, ShapeMismatch
+from .onnx_weights import detach
 
 
 def _versions() -> str:
@@ -57,6 +58,8 @@ class OnnxSource:
             h.update(f"{k}\0{v.dtype.str}\0{v.shape}\0".encode("utf-8", "surrogatepass"))
             h.update(np.ascontiguousarray(v).tobytes())
         self.digest = h.hexdigest()
+        # Every import (one per shape set) copies the model: it copies the graph, the weights stay here once.
+        self.weights = detach(self.model)
         # The inputs a caller passes, in call order (inputs given values are constants now).
         self.inputs = [vi.name for vi in runtime_inputs(self.model) if vi.name not in self.values]
 
@@ -114,7 +117,7 @@ class OnnxSource:
         from .onnx_shapes import defaulted_dims
 
         try:
-            return onnx_to_mlir(self.model, dict(resolved), input_values=self.values or None)
+            return onnx_to_mlir(self.model, dict(resolved), input_values=self.values or None, weights=self.weights)
         except PortableError as e:
             dims = defaulted_dims(self.model, {**dict(given), **self.values})
             if not dims:
