@@ -116,3 +116,23 @@ def test_outlined_model_runs(device):
     x = RNG.standard_normal((4, 64)).astype(np.float32)
     (y,) = portable.run(_linear(W, B), x, device=device)
     np.testing.assert_allclose(y, x @ W + B, rtol=1e-4, atol=1e-4)
+
+
+def test_external_data_model_runs_and_its_data_file_names_it(device, tmp_path):
+    """Exporters write models past ~2 GB (and optimum's LLM exports) as model.onnx + a data file: the weights are
+    in the data file, so the compile cache must be keyed by them, not by model.onnx's bytes alone."""
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_linear(W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    assert (tmp_path / "model.onnx_data").stat().st_size >= W.nbytes
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    (y,) = portable.run(str(path), x, device=device)
+    np.testing.assert_allclose(y, x @ W + B, rtol=1e-4, atol=1e-4)
+    # New weights in the data file only (model.onnx unchanged): a new compile, the new answer.
+    before = path.read_bytes()
+    (tmp_path / "model.onnx_data").unlink()  # onnx appends to an existing data file
+    onnx.save_model(_linear(2 * W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    assert path.read_bytes() == before
+    (y2,) = portable.run(str(path), x, device=device)
+    np.testing.assert_allclose(y2, x @ (2 * W) + B, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,5 @@
-"""An ONNX model as a user gives it to `compile` / `run`: loaded once, named for the compile cache by its bytes,
-and imported per set of input shapes (the compiler takes static shapes only).
+"""An ONNX model as a user gives it to `compile` / `run`: loaded once (a file's external data too), named for the
+compile cache by its graph and weights, and imported per set of input shapes (the compiler takes static shapes only).
 
     src = OnnxSource("model.onnx")
     shapes = src.shapes_of(arrays)            # or src.normalize({"input": (8, 3, 224, 224)}) / {0: (...)}
@@ -12,10 +12,8 @@ No MLIR is imported here; onnx is imported when a model is loaded.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,24 +40,21 @@ class OnnxSource:
         from .onnx_import import load_model
         from .onnx_shapes import runtime_inputs
 
-        h = hashlib.sha256()
-        if isinstance(model, (str, os.PathLike)) and Path(model).is_file():
-            with open(model, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-        elif isinstance(model, (bytes, bytearray, memoryview)):
-            h.update(bytes(model))
         self.model = load_model(model)  # a copy; errors for a missing or malformed file come from here
-        if not isinstance(model, (str, os.PathLike, bytes, bytearray, memoryview)):
-            h.update(self.model.SerializeToString(deterministic=True))
+        # Every import (one per shape set) copies the model: it copies the graph, the weights stay here once.
+        self.weights = detach(self.model)
+        # Named by what was loaded (a file's external data included), graph and weights hashed apart: a model past
+        # protobuf's 2 GB cannot be serialized whole.
+        h = hashlib.sha256(self.model.SerializeToString(deterministic=True))
+        for name in sorted(self.weights):
+            h.update(f"{name}\0".encode("utf-8", "surrogatepass"))
+            h.update(memoryview(np.ascontiguousarray(self.weights[name])).cast("B"))
         self.values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
         for k in sorted(self.values):
             v = self.values[k]
             h.update(f"{k}\0{v.dtype.str}\0{v.shape}\0".encode("utf-8", "surrogatepass"))
             h.update(np.ascontiguousarray(v).tobytes())
         self.digest = h.hexdigest()
-        # Every import (one per shape set) copies the model: it copies the graph, the weights stay here once.
-        self.weights = detach(self.model)
         # The inputs a caller passes, in call order (inputs given values are constants now).
         self.inputs = [vi.name for vi in runtime_inputs(self.model) if vi.name not in self.values]
 
