@@ -15,6 +15,8 @@ from ..profiles import Options
 from ..progress import Progress
 from . import plan
 
+DUMP_ELEMENTS = 4096  # constants with more elements print as dense_resource<__elided__> in dumps
+
 
 class Dumper:
     """Writes numbered stage files under PORTABLE_DUMP/<graph hash>/ when dumping is on."""
@@ -27,12 +29,16 @@ class Dumper:
             self.dir.mkdir(parents=True, exist_ok=True)
 
     def __call__(self, stage: str, text: object, suffix: str = ".mlir") -> Path | None:
-        """`text`: a string, or a module printed only when dumping is on (printing costs as much as the weights)."""
+        """`text`: a string, or a module printed only when dumping is on, its large constants elided (a model's
+        weights would make every stage's file as large as the model, in hex)."""
         if not self.dir:
             return None
         self.n += 1
         p = self.dir / f"{self.n:02d}-{stage}{suffix}"
-        p.write_text(text if isinstance(text, str) else str(text))
+        if not isinstance(text, str):
+            op = getattr(text, "operation", None)
+            text = op.get_asm(large_elements_limit=DUMP_ELEMENTS) if op is not None else str(text)
+        p.write_text(text)
         return p
 
     def failure(self, stage: str, text: object) -> str | None:
