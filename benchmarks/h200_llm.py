@@ -95,7 +95,8 @@ def _bytes_per_token(c: dict, context_rows: float) -> float:
     return weights + kv
 
 
-def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: list[str]) -> None:
+def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: list[str],
+        torch_peer: bool = True) -> None:
     import onnx
 
     import portable
@@ -117,6 +118,8 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
         res["gpu"] = torch.cuda.get_device_name(0)
         peak = next((bw for k, bw in PEAK_BW.items() if k in res["gpu"]), None)
         torch.backends.cuda.matmul.allow_tf32 = False
+        if not torch_peer:
+            raise RuntimeError("PyTorch eager not run (--no-torch)")
         model = _model(config).cuda()
         params = sum(p.numel() for p in model.parameters())
         ids = torch.tensor([prompt], device="cuda")
@@ -213,11 +216,12 @@ def main(argv=None) -> int:
     r.add_argument("--new", type=int, default=128)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--device", default="vulkan:0,opencl:0")
+    r.add_argument("--no-torch", action="store_true", help="portable only (a second build measured beside a first)")
     a = ap.parse_args(argv)
     if a.cmd == "export":
         export(a.dir, a.size)
     else:
-        run(a.dir, a.out, a.prompt_len, a.new, a.repeats, a.device.split(","))
+        run(a.dir, a.out, a.prompt_len, a.new, a.repeats, a.device.split(","), not a.no_torch)
     return 0
 
 
