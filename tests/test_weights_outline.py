@@ -136,3 +136,15 @@ def test_external_data_model_runs_and_its_data_file_names_it(device, tmp_path):
     assert path.read_bytes() == before
     (y2,) = portable.run(str(path), x, device=device)
     np.testing.assert_allclose(y2, x @ (2 * W) + B, rtol=1e-4, atol=1e-4)
+
+
+def test_model_loaded_without_its_external_data_is_a_clear_error(tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_linear(W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    bare = onnx.load(str(path), load_external_data=False)
+    with pytest.raises(CompileError, match="initializer 'w' keeps its values in the external file 'model.onnx_data'"):
+        graph_text(bare)
+    (tmp_path / "model.onnx_data").unlink()
+    with pytest.raises(CompileError, match="could not be loaded"):
+        graph_text(str(path))

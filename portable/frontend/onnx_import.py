@@ -120,6 +120,12 @@ def _check_loaded(m, what: str):
         raise CompileError(f"{what} holds no ONNX graph (empty, truncated or not an ONNX model)", stage="onnx-load")
     if not m.opset_import:
         raise CompileError(f"{what} has no opset_import: not a complete ONNX model", stage="onnx-load")
+    for t in m.graph.initializer:
+        if t.data_location == t.EXTERNAL and not is_stub(t):
+            where = next((e.value for e in t.external_data if e.key == "location"), "?")
+            raise CompileError(f"{what}: initializer '{t.name}' keeps its values in the external file '{where}', which "
+                               f"was not read: pass the model's path, or onnx.load(path) with its external data "
+                               f"(the default), not load_external_data=False", stage="onnx-load")
     # Contrib ops with a decomposition become standard ops before any check, shape inference or import sees them.
     return dequantize_matmul_nbits(m)
 
