@@ -172,3 +172,23 @@ def test_swiglu_before_a_matrix_vector_product(device, tmp_path, reduction_threa
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (1, 512), (512, 96))]
     a = xs[0] / (1 + np.exp(-xs[0])) * xs[1]
     np.testing.assert_allclose(loaded(*xs)[0], a @ xs[2], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k,n,kernels", [(512, 96, 1), (1024, 1024, 3)], ids=["small-weight", "4MiB-weight"])
+def test_swiglu_matrix_vector_product_splits_past_a_weight_size(device, tmp_path, k, n, kernels):
+    """On a GPU profile a matrix-vector product with SwiGLU fused and a K long enough for a workgroup per output
+    keeps that form while its weight is small; from FUSED_SPLIT_BYTES on (a column-wise read of the weight wastes
+    most of each memory sector) SwiGLU gets a kernel of its own and the product splits along K (then the sum of
+    the partials)."""
+    from portable.compiler.graph.split_k import FUSED_SPLIT_BYTES
+
+    assert (k * n * 4 >= FUSED_SPLIT_BYTES) == (kernels == 3)
+    g = portable.Graph("swiglu")
+    gate, up, w = g.input((1, k)), g.input((1, k)), g.input((k, n))
+    g.output(g.matmul(g.mul(g.mul(gate, g.sigmoid(gate)), up), w))
+    exe, loaded = compile_and_load(g, device, tmp_path, reduction_threads=64, fill_threads=4096)
+    assert len(exe.dispatches) == kernels
+    rng = np.random.default_rng(12)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, k), (1, k), (k, n))]
+    a = xs[0] / (1 + np.exp(-xs[0])) * xs[1]
+    np.testing.assert_allclose(loaded(*xs)[0], a @ xs[2], rtol=1e-4, atol=1e-4)

@@ -44,6 +44,12 @@ SHORT_SLICE, SHORT_SLICES = 8, 32
 # Only f32 ones: that is what was measured, and f16 ones take cooperative matrices where a device has them.
 MATMUL_MIN_K = 96
 MATMUL_MIN_SLICE = 32
+# A matrix-vector product with fused producers splits whatever its K once its weight is this large: the
+# workgroup-per-output form reads the [K, N] weight a column at a time, and past what neighbouring workgroups
+# share through the cache it fetches each 32-byte sector for one float. H200, 140M decoder step (profile of
+# benchmarks/results/gpu-host-2026-12-07-llm-profile): the down projection after SwiGLU, K = 2816, N = 1024
+# (11.5 MB), 30 us at 380 GB/s in that form, while the Q/K/V projections split read 4 MB in 7-8 us.
+FUSED_SPLIT_BYTES = 4 << 20
 
 
 def _loop_dims(amap: ir.AffineMap, value: ir.Value) -> list[int] | None:
@@ -294,7 +300,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     or a batch of them, [b, m, k] x [b, k, n]) as partial sums over K slices plus their reduction when it has
     fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector product); False
     when it does not apply. One with fused producers only while K is under `reduction_k`, where the
-    workgroup-per-output reduction starts."""
+    workgroup-per-output reduction starts, or, a matrix-vector product, once its weight reaches FUSED_SPLIT_BYTES."""
     form = matmul_form(op)
     if form is None:
         return False
@@ -311,7 +317,9 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
     if s < 2:
         return False
     if _fused_x(op, roles, nb):
-        if reduction_k is not None and k >= reduction_k:
+        w_in = roles.index(["b"] * nb + ["k", "n"])
+        weight_bytes = k * n * ir.RankedTensorType(op.operands[w_in].type).element_type.width // 8
+        if reduction_k is not None and k >= reduction_k and not (gemv and weight_bytes >= FUSED_SPLIT_BYTES):
             return False  # the fused form runs as a workgroup per output, which does better than three kernels
         plain = _unfuse(op, roles, b, m, k, n)
         return plain is not None and split_matmul(plain, threads, per_thread)
