@@ -48,7 +48,9 @@ MATMUL_MIN_SLICE = 32
 # workgroup-per-output form reads the [K, N] weight a column at a time, and past what neighbouring workgroups
 # share through the cache it fetches each 32-byte sector for one float. H200, 140M decoder step (profile of
 # benchmarks/results/gpu-host-2026-12-07-llm-profile): the down projection after SwiGLU, K = 2816, N = 1024
-# (11.5 MB), 30 us at 380 GB/s in that form, while the Q/K/V projections split read 4 MB in 7-8 us.
+# (11.5 MB), 30 us at 380 GB/s in that form, while the Q/K/V projections split read 4 MB in 7-8 us. H100 OpenCL,
+# 440M decoder (gpu-host-2026-12-07-h100-session4): 277.2 -> 320.9 tokens/s split (one run each; at 140M two calls
+# disagreed).
 FUSED_SPLIT_BYTES = 4 << 20
 
 
