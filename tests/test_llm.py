@@ -188,3 +188,18 @@ def test_plan_and_context_limit(exported):
     with pytest.raises(ContextFull, match="largest KV-cache bucket"):
         s.plan(11, 65)
     assert s.stats.compiles == 0
+
+
+def test_decoder_with_external_data_runs_the_session(device, exported, tmp_path):
+    """Decoders past 2 GB (and optimum's exports) come as model.onnx plus a data file: the session reads the
+    weights from it and decodes the same greedy tokens as onnxruntime."""
+    import onnx
+
+    path = tmp_path / "decoder.onnx"
+    onnx.save_model(onnx.load(str(exported("llama", "legacy"))), str(path), save_as_external_data=True,
+                    location="decoder.onnx_data", size_threshold=1024)
+    assert (tmp_path / "decoder.onnx_data").stat().st_size > path.stat().st_size
+    ref, _, _, _ = run_loop(OrtDecoder(path).feed, PROMPT, 6, Sampler().picker())
+    with DecoderSession(path, device, buckets=(32,), prefill_chunks=()) as s:
+        tokens, _, _, _ = run_loop(s.feed, PROMPT, 6, Sampler().picker())
+    assert tokens == ref
