@@ -90,6 +90,7 @@ class Codegen(Section):
     thread_tile_native_vectors: int | None = None
     elementwise_per_thread: int | None = None
     elementwise_rows_per_thread: int | None = None
+    elementwise_dividing_tiles: bool | None = None
     reduction_threads: int | None = None
     fill_threads: int | None = None
     min_workgroups: int | None = None
