@@ -109,6 +109,7 @@ class Codegen(Section):
     matmul_thread_tile: IntList | None = None
     matmul_k_tile: int | None = None
     matmul_threads_x: int | None = None
+    matmul_threads_x_slab_bytes: int | None = None
     matmul_row_vector_cols: int | None = None
     matmul_short_rows_widen: bool | None = None
     matmul_promote_tiles: tuple[IntList, ...] | None = None

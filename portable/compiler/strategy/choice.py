@@ -158,6 +158,9 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
     max_size = list(or_default(o.max_workgroup_size, (1024, 1024, 64)))
+    if kind.kind == "matmul" and o.matmul_threads_x and o.matmul_threads_x_slab_bytes and \
+            _column_slab_bytes(kind, root, par, per_thread, invocations) < o.matmul_threads_x_slab_bytes:
+        o = o.replace(matmul_threads_x=None)
     if kind.kind == "matmul" and o.matmul_threads_x:
         # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
         max_size[0] = min(int(max_size[0]), o.matmul_threads_x)
@@ -247,6 +250,18 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile, grid_stride=stride)
+
+
+def _column_slab_bytes(kind: OpKind, root: OpKind | None, par: list[int], per_thread: list[int],
+                       invocations: int) -> int:
+    """Bytes of B (f32) that a workgroup of `invocations` threads along the columns walks over K: what a CPU driver,
+    running a workgroup's threads one after another on one core, reads again for every row tile unless it stays in
+    cache."""
+    if root is None or "reduction" not in root.iterators or len(par) < 2 or \
+            kind.ranges[par[-2]] <= per_thread[par[-2]]:
+        return 0  # one row tile: B is read once whatever the workgroup's shape
+    k = root.ranges[root.iterators.index("reduction")]
+    return 4 * k * min(kind.ranges[par[-1]], invocations * per_thread[par[-1]])
 
 
 def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],
