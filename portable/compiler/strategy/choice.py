@@ -170,13 +170,15 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
-    if kind.kind == "elementwise" and o.elementwise_dividing_tiles and not kind.gathers and \
+    if kind.kind == "elementwise" and o.elementwise_dividing_tiles and \
             any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Power-of-two tiles that do not divide (a transposed convolution's 112x112 = 12544 pixels over 1024 a
         # workgroup) leave each thread a trip count known only at run time: scalar loops, the epilogue's ops each a
-        # pass over memory. Tiles that divide keep the thread's vector, where one of at least 4 lanes divides.
+        # pass over memory. Tiles that divide keep the thread's vector, or, over odd extents (SqueezeNet's 55x55
+        # pools), give each thread a static tile, one element there: no loops, which PoCL vectorizes across the
+        # work-items. Not where that leaves a workgroup under a quarter of its threads (a prime extent).
         per, dtile, dthreads = tiles.dividing_tiles(kind, par, per_thread, invocations, vector_width(o))
-        if per[par[-1]] >= 4:
+        if 4 * math.prod(t for t in dthreads if t) >= invocations:
             per_thread, tile, threads = per, dtile, dthreads
     if kind.kind == "row" and any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Rows the power-of-two tiles do not divide (127 tokens) would give each thread a row count known only at
