@@ -118,7 +118,7 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
         pytest.skip("register tiles of 2-D vectors are an OpenCL C strategy (SPIR-V has no 2-D vectors)")
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), vectorize=True, thread_tile=[8, 32],
-                max_vector_width=16, conv_vector_taps=True)
+                max_vector_width=16, conv_vector_taps=True, window_taps=0)  # not unrolled (windows.py): the taps
     exe = compile_module(depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
     rng = np.random.default_rng(6)
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
@@ -219,7 +219,7 @@ def test_gemv_columns_in_vec4_chunks(device, tmp_path, n):
     g.output(g.relu(g.add(g.matmul(x, w), b)))
     # (a CPU OpenCL profile's min_workgroups would spread the grid, its max_vector_width take one float16)
     exe, loaded = _compile_and_load(g, device, tmp_path, matmul_row_vector_cols=16, matmul_threads_x=8,
-                                    min_workgroups=0, max_vector_width=4)
+                                    matmul_threads_x_slab_bytes=None, min_workgroups=0, max_vector_width=4)
     if n == 256:
         assert exe.dispatches[0].grid == (2, 1, 1)  # 8 threads x 16 columns per workgroup
     rng = np.random.default_rng(4)
