@@ -90,6 +90,7 @@ class Codegen(Section):
     thread_tile_native_vectors: int | None = None
     elementwise_per_thread: int | None = None
     elementwise_rows_per_thread: int | None = None
+    elementwise_dividing_tiles: bool | None = None
     reduction_threads: int | None = None
     fill_threads: int | None = None
     min_workgroups: int | None = None
@@ -108,6 +109,7 @@ class Codegen(Section):
     matmul_thread_tile: IntList | None = None
     matmul_k_tile: int | None = None
     matmul_threads_x: int | None = None
+    matmul_threads_x_slab_bytes: int | None = None
     matmul_row_vector_cols: int | None = None
     matmul_short_rows_widen: bool | None = None
     matmul_promote_tiles: tuple[IntList, ...] | None = None

@@ -180,6 +180,23 @@ def test_transposed_form_values(device, k, stride, residual):
     assert count == 3
 
 
+@pytest.mark.parametrize("f,padded", [(250, 256), (1000, 1008), (24, 24), (40, 40)])
+def test_transposed_filters_padded_to_the_multiple(f, padded):
+    """conv_pixel_multiple 16: in the transposed form a filter count it does not divide is padded with zero filters
+    where that adds at most 1/16 of the work (250 -> 256, SqueezeNet's 1000 -> 1008); 24 and 40 stay."""
+    model, _, _ = conv_model(1, 8, 7, 7, f, 3, pad=1)
+    assert _conv_matmuls(model, 16) == [([49, 72], [72, padded])]
+
+
+def test_transposed_padded_filters_values(device):
+    """The padded transposed form with bias, ReLU and a residual add: the padded columns are left out by a slice
+    before the transpose back (one kernel more)."""
+    model, feeds, ref = conv_model(1, 16, 7, 7, 250, 3, pad=1, residual=True)
+    (out,), count = _run(model, feeds, device, conv_pixel_multiple=16)
+    _check(out, ref)
+    assert count == 4
+
+
 def test_residual_epilogue_fused(device):
     """Conv + bias + ReLU + residual add: the gather and one matmul kernel with the whole epilogue."""
     model, feeds, ref = conv_model(1, 8, 9, 9, 8, 3, pad=1, residual=True)

@@ -118,7 +118,7 @@ def test_depthwise_conv_register_taps(device, tmp_path, n, h, w, c, stride, relu
         pytest.skip("register tiles of 2-D vectors are an OpenCL C strategy (SPIR-V has no 2-D vectors)")
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), vectorize=True, thread_tile=[8, 32],
-                max_vector_width=16, conv_vector_taps=True)
+                max_vector_width=16, conv_vector_taps=True, window_taps=0)  # not unrolled (windows.py): the taps
     exe = compile_module(depthwise_mlir(n, h, w, c, stride, relu), opts, (live.info.api,))
     rng = np.random.default_rng(6)
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
@@ -219,7 +219,7 @@ def test_gemv_columns_in_vec4_chunks(device, tmp_path, n):
     g.output(g.relu(g.add(g.matmul(x, w), b)))
     # (a CPU OpenCL profile's min_workgroups would spread the grid, its max_vector_width take one float16)
     exe, loaded = _compile_and_load(g, device, tmp_path, matmul_row_vector_cols=16, matmul_threads_x=8,
-                                    min_workgroups=0, max_vector_width=4)
+                                    matmul_threads_x_slab_bytes=None, min_workgroups=0, max_vector_width=4)
     if n == 256:
         assert exe.dispatches[0].grid == (2, 1, 1)  # 8 threads x 16 columns per workgroup
     rng = np.random.default_rng(4)
@@ -431,3 +431,42 @@ def test_reductions_past_lavapipes_loop_limit(device):
     outs = portable.run(g, *xs, device=device)
     for out, ref in zip(outs, g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=1e-3, atol=2e-2)
+
+
+def test_elementwise_dividing_tiles(device, tmp_path):
+    """elementwise_dividing_tiles (pocl.toml): a transpose-back with a bias and ReLU over 64 x 12544 (a transposed
+    stem's epilogue), whose power-of-two tiles of 1024 do not divide 12544, takes 56 threads of 16 lanes: one
+    vector store per thread and no loops; without the key, scalar loops."""
+    if not device.startswith("opencl"):
+        pytest.skip("16-lane vectors are an OpenCL C strategy (SPIR-V has no Vector16 here)")
+    g = portable.Graph()
+    x, b = g.input((12544, 64)), g.input((64, 1))
+    g.output(g.relu(g.add(g.transpose(x, (1, 0)), b)))
+    keys = dict(vectorize=True, elementwise_per_thread=16, max_vector_width=16, workgroup_invocations=64)
+    exe, loaded = _compile_and_load(g, device, tmp_path, elementwise_dividing_tiles=True, **keys)
+    src = exe.kernels[0].opencl
+    assert len(exe.kernels) == 1 and _vector_accesses(src, "store", 16) == 1 and "for (" not in src
+    assert tuple(exe.kernels[0].workgroup_size)[0] * tuple(exe.dispatches[0].grid)[0] * 16 == 12544
+    plain = compile_module(g.to_mlir(), dict(profiles.codegen_options(profiles.match(open_device(device).info),
+                                                                      open_device(device).info),
+                                             elementwise_dividing_tiles=False, **keys), ("opencl",))
+    assert "for (" in plain.kernels[0].opencl
+    rng = np.random.default_rng(14)
+    xs, bs = rng.standard_normal((12544, 64)).astype(np.float32), rng.standard_normal((64, 1)).astype(np.float32)
+    np.testing.assert_array_equal(loaded(xs, bs)[0], np.maximum(xs.T + bs, 0))
+
+
+@pytest.mark.parametrize("k,n,slab,threads_x", [(147, 12544, 1 << 19, 14), (24, 12544, 1 << 19, 56),
+                                                (147, 12544, 0, 14)])
+def test_matmul_threads_x_where_b_columns_pass_the_slab(k, n, slab, threads_x):
+    """matmul_threads_x_slab_bytes (pocl.toml): a stem's (64, 147) x (147, 12544) walks 147 x 2048 floats of B per
+    workgroup (1.2 MB): at most 16 threads along its columns (14, dividing 12544 / 32), the rest along its rows;
+    K = 24 walks 196 KB and keeps 56; without the key matmul_threads_x applies to every matmul."""
+    from portable.compiler.strategy.choice import choose
+    from portable.ir.linalg_info import OpKind
+
+    opts = dict(profiles.codegen_options(profiles.all_profiles()["pocl"]), matmul_threads_x=16,
+                matmul_threads_x_slab_bytes=slab or None, thread_tile=(8, 32))
+    kind = OpKind("matmul", (64, n, k), ("parallel", "parallel", "reduction"), contiguous_b=True)
+    s = choose(kind, opts, kind)
+    assert s.root_k_tile and s.threads[1] == threads_x and s.threads[0] == 64 // threads_x

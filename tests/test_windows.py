@@ -189,3 +189,11 @@ def test_vulkan_vectorizes_only_contiguous_gathers():
     assert "v4float" not in disassemble(vk.kernels[0].spirv)
     cl = _nvidia_kernel(text, "opencl")
     assert "float4" in cl.kernels[0].opencl
+
+
+def test_pocl_pools_are_one_unrolled_kernel():
+    """pocl.toml's window_taps: a 3x3 max pool is one gather kernel with the taps unrolled (no loops, no pad kernel),
+    window_outputs_per_thread outputs per thread."""
+    opts = profiles.codegen_options(profiles.all_profiles()["pocl"])
+    exe = compile_module(MAX_POOL, opts, ("opencl",))
+    assert len(exe.kernels) == 1 and "for (" not in exe.kernels[0].opencl

@@ -269,7 +269,8 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     if pixel_multiple and p >= pixel_multiple and p % pixel_multiple and (not direct_view or p % 4) and not kept and \
             nb == 1 and \
             c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
-            _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem):
+            _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
+                        pixel_multiple):
         return True
     k = c * kh * kw
     if k_multiple and k % k_multiple and not direct_view and not kept and nb == 1 and \
@@ -359,9 +360,12 @@ def _padded_k(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, in
 
 
 def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value,
-                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type) -> bool:
+                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type, f_multiple: int = 1) -> bool:
     """nchw_conv_to_matmul's transposed form for one image and group; False (nothing changed) unless the
-    weights are a constant."""
+    weights are a constant. A filter count that `f_multiple` does not divide is padded to one it does with zero
+    filters, whose columns the transpose back leaves out, where that adds at most 1/16 of the work: the product's
+    columns are the register tile's vectors (SqueezeNet's 1000 classifier filters had 4-wide ones). The slice costs
+    a copy kernel, which smaller counts (40, 120) would not pay back."""
     wv = dense_constant(w)
     if wv is None:
         return False
@@ -395,12 +399,17 @@ def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, 
     # innermost loops (a 1x1 convolution's channels, a stem's 3x3x3), and lavapipe ran one 16-64-thread workgroup
     # per pixel (12321 of them for SqueezeNet's 111x111 stem: 18 ms).
     patches = gather_generic(placeholder.operation, ir.RankedTensorType.get([p, k], elem), body)
+    fp = -(-f // f_multiple) * f_multiple
+    fp = fp if 16 * (fp - f) <= f else f
     with ir.InsertionPoint(conv), conv.location:
-        wt_type = ir.RankedTensorType.get([k, f], elem)
-        wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(
-            np.ascontiguousarray(wv.reshape(f, k).T), type=wt_type)).result
-        acc, rest = fill_accumulator(init, [p, f], elem)
+        wt_type = ir.RankedTensorType.get([k, fp], elem)
+        wt_value = np.zeros((k, fp), dtype=wv.dtype)
+        wt_value[:, :f] = wv.reshape(f, k).T
+        wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(wt_value, type=wt_type)).result
+        acc, rest = fill_accumulator(init, [p, fp], elem)
         mm = linalg.matmul(patches, wt, outs=[acc])
+        if fp != f:
+            mm = tensor.extract_slice(ir.RankedTensorType.get([p, f], elem), mm, [], [], [], [0, 0], [p, f], [1, 1])
         back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
     finish(conv, back, groups, rest)
     return True

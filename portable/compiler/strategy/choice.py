@@ -158,6 +158,9 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
     # Threads are distributed over the innermost three parallel loops (a workgroup has three dimensions,
     # x innermost); each dimension within the device's workgroup size (z is 64 on most GPUs).
     max_size = list(or_default(o.max_workgroup_size, (1024, 1024, 64)))
+    if kind.kind == "matmul" and o.matmul_threads_x and o.matmul_threads_x_slab_bytes and \
+            _column_slab_bytes(kind, root, par, per_thread, invocations) < o.matmul_threads_x_slab_bytes:
+        o = o.replace(matmul_threads_x=None)
     if kind.kind == "matmul" and o.matmul_threads_x:
         # Fewer columns per workgroup, more rows: the operand columns a workgroup walks stay in cache.
         max_size[0] = min(int(max_size[0]), o.matmul_threads_x)
@@ -167,6 +170,16 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         threads[d] = t
         tile[d] = t * per_thread[d]
         budget //= t
+    if kind.kind == "elementwise" and o.elementwise_dividing_tiles and \
+            any(kind.ranges[d] % tile[d] for d in par[-3:]):
+        # Power-of-two tiles that do not divide (a transposed convolution's 112x112 = 12544 pixels over 1024 a
+        # workgroup) leave each thread a trip count known only at run time: scalar loops, the epilogue's ops each a
+        # pass over memory. Tiles that divide keep the thread's vector, or, over odd extents (SqueezeNet's 55x55
+        # pools), give each thread a static tile, one element there: no loops, which PoCL vectorizes across the
+        # work-items. Not where that leaves a workgroup under a quarter of its threads (a prime extent).
+        per, dtile, dthreads = tiles.dividing_tiles(kind, par, per_thread, invocations, vector_width(o))
+        if 4 * math.prod(t for t in dthreads if t) >= invocations:
+            per_thread, tile, threads = per, dtile, dthreads
     if kind.kind == "row" and any(kind.ranges[d] % tile[d] for d in par[-3:]):
         # Rows the power-of-two tiles do not divide (127 tokens) would give each thread a row count known only at
         # run time, its rows kept in private arrays sized at run time, in scalar loops: threads that divide.
@@ -239,6 +252,18 @@ def _choose(kind: OpKind, o: Options, root: OpKind | None) -> Strategy:
         col_split = (root_par[-1], width, cols // width) if cols > width else (0, 0, 1)
         return Strategy(tuple(tile), tuple(threads), vec, k_tile, row_unroll, col_split)
     return Strategy(tuple(tile), tuple(threads), vec, k_tile, grid_stride=stride)
+
+
+def _column_slab_bytes(kind: OpKind, root: OpKind | None, par: list[int], per_thread: list[int],
+                       invocations: int) -> int:
+    """Bytes of B (f32) that a workgroup of `invocations` threads along the columns walks over K: what a CPU driver,
+    running a workgroup's threads one after another on one core, reads again for every row tile unless it stays in
+    cache."""
+    if root is None or "reduction" not in root.iterators or len(par) < 2 or \
+            kind.ranges[par[-2]] <= per_thread[par[-2]]:
+        return 0  # one row tile: B is read once whatever the workgroup's shape
+    k = root.ranges[root.iterators.index("reduction")]
+    return 4 * k * min(kind.ranges[par[-1]], invocations * per_thread[par[-1]])
 
 
 def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],
