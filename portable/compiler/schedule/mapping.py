@@ -144,6 +144,8 @@ def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset(
             # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
             # those 2-d tiles only where row_vectors.py unrolls them.
             s = dataclasses.replace(s, vectorize=False)
+        if s.root_taps and "vulkan" in targets:
+            s = dataclasses.replace(s, unroll_taps=True)  # SPIR-V: 2-d tiles unrolled in straight-line code only
         strategies.append(_plain(s) if plain or g.index in c.plain_groups else s)
     c.groups, c.splits, c.strategies = groups, splits, strategies
     c.forms = [_group_form(g, s) for g, s in zip(groups, strategies)]

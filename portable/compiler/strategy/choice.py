@@ -12,9 +12,11 @@ from . import tiles
 from .forms import promoted_matmul, vector_conv, vector_gathers
 from .strategy import ANY_WIDTH, Strategy, or_default, vector_width
 
-# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors); for gathers, SPIR-V takes
-# only the plain vector loads (no load per lane).
-OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False}
+# Profile keys whose strategies only OpenCL C carries out (16-lane vectors); for gathers, SPIR-V takes only the
+# plain vector loads (no load per lane). Keys that only SPIR-V carries out: vectors of any width, split into vec4
+# pieces (codegen_spirv/lanes/split_vectors.py).
+OPENCL_ONLY = {"max_vector_width": 4}
+SPIRV_ONLY = {"conv_row_columns": 0}
 
 
 def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
@@ -26,6 +28,8 @@ def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
     changes: dict = {}
     if "vulkan" in targets and any(getattr(o, k) for k in OPENCL_ONLY):
         changes.update(OPENCL_ONLY)
+    if "opencl" in targets and any(getattr(o, k) for k in SPIRV_ONLY):
+        changes.update(SPIRV_ONLY)
     if "vulkan" in targets and or_default(o.loop_vectorize, 0) > 4:
         changes["loop_vectorize"] = 4  # SPIR-V vectors have at most 4 lanes
     if "vulkan" in targets and o.vectorize_gathers:
