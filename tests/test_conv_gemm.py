@@ -263,6 +263,32 @@ def test_depthwise_tiles_shrink_to_fill_the_device(device, fill):
     _check(out, ref)
 
 
+@pytest.mark.parametrize("k,hw,stride", [(3, 12, 2), (5, 15, 2), (3, 13, 3)])
+def test_strided_depthwise_as_stride_phases(device, k, hw, stride):
+    """A strided NCHW depthwise convolution, where the profile asks for it (conv_stride_phases, with
+    conv_vector_taps), becomes a unit-stride one over its input's stride phases (graph/stride_phases.py), which the
+    register taps strategy takes; the pad is read in place by the phase gather. Same answer as the direct one."""
+    from portable.compiler.graph.stride_phases import ATTR
+    from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.compiler.strategy.choice import for_targets
+    from portable.ir.mlir import ir
+
+    model, feeds, ref = conv_model(1, 16, hw, hw, 16, k, stride=stride, pad=k // 2, group=16)
+    live = open_device(device)
+    api = live.info.api
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True,
+                conv_stride_phases=True, conv_row_columns=8 if api == "vulkan" else 0)
+    with ir.Context(), ir.Location.unknown():
+        c = Compilation(ir.Module.parse(onnx_to_mlir(model)), for_targets(profiles.Options.of(opts), (api,)), (api,),
+                        Dumper("0" * 16))
+        run_stages(c, STAGES[:[st.name for st in STAGES].index("dispatch") + 1])
+        assert ATTR in str(c.module)
+        assert any(st.root_taps and st.vectorize for st in c.strategies) or api == "opencl", c.strategies
+    (out,), kernels = _run(model, feeds, device, **{k: v for k, v in opts.items() if k.startswith(("conv_", "vec"))})
+    _check(out, ref)
+    assert kernels == 2  # the phase gather (the pad inlined) and the convolution
+
+
 @pytest.mark.parametrize("k_multiple", [0, 4])
 def test_one_pixel_conv_as_row_vector(device, k_multiple):
     """A 1x1 convolution over one pixel (squeeze-and-excitation): where the profile pads K to vectors
