@@ -83,7 +83,7 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
             s = _choose(kind, plain, root)
             if s.vectorize:
                 return s
-        s = _dividing_elementwise(kind, o)
+        s = _dividing_elementwise(kind, o) if root is None or not root.gathers else None
         if s is not None:
             return s
         o = o.replace(elementwise_workgroup_invocations=None,
