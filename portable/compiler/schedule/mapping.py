@@ -150,6 +150,10 @@ def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset(
             # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
             # those 2-d tiles only where row_vectors.py unrolls them.
             s = dataclasses.replace(s, vectorize=False)
+        if s.root_taps and "vulkan" in targets and sum(it == "parallel" for it in kind.iterators) < 4:
+            # A 1-d convolution's tile rows are its channels, whose filter values SPIR-V would read as a strided
+            # vector (row_vectors.py holds only rows along the innermost dim): the scalar taps.
+            s = strategy.choose(kind, gp.replace(conv_vector_taps=False), g.kind)
         if s.root_taps and "vulkan" in targets:
             s = dataclasses.replace(s, unroll_taps=True)  # SPIR-V: 2-d tiles unrolled in straight-line code only
         strategies.append(_plain(s) if plain or g.index in c.plain_groups else s)
