@@ -104,6 +104,8 @@ class Codegen(Section):
     vectorize: bool | None = None
     vectorize_gathers: bool | None = None
     conv_vector_taps: bool | None = None
+    conv_row_columns: int | None = None
+    conv_stride_phases: bool | None = None
     window_taps: int | None = None
     window_outputs_per_thread: int | None = None
     matmul_thread_tile: IntList | None = None

@@ -231,26 +231,38 @@ def test_depthwise_stays_direct(device):
     assert count == 2  # the pad and the direct convolution with its epilogue
 
 
-@pytest.mark.parametrize("k,hw", [(5, 28), (3, 12)])
+@pytest.mark.parametrize("k,hw", [(5, 28), (3, 12), (3, 14), (5, 7)])
 def test_nchw_depthwise_register_taps(device, k, hw):
     """An NCHW depthwise convolution at unit stride reads its input along the output's columns (shifted by the
-    column tap): on OpenCL, with the profile's conv_vector_taps, its thread tiles are vectors of columns carried in
-    registers across the taps, and the answer is the direct one."""
+    column tap): with the profile's conv_vector_taps its thread tiles are vectors of columns carried in registers
+    across the taps (on Vulkan the taps unrolled, the 2-d tile held as rows), and the answer is the direct one.
+    Rows that no vector of 4 or 2 divides (7) are taken whole on Vulkan (conv_row_columns): a vec4 and a vec3."""
+    from portable.codegen_spirv import disassemble
     from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.compiler.strategy.choice import for_targets
     from portable.ir import weights
     from portable.ir.mlir import ir
 
     model, feeds, ref = conv_model(1, 24, hw, hw, 24, k, pad=k // 2, group=24)
     live = open_device(device)
-    if live.info.api != "opencl":
-        pytest.skip("conv_vector_taps is carried out in OpenCL C only (a Vulkan compile turns it off)")
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True)
+    api = live.info.api
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True,
+                conv_row_columns=8)
     with ir.Context(), ir.Location.unknown():
-        c = Compilation(weights.parse(onnx_to_mlir(model)), profiles.Options.of(opts), ("opencl",),
+        c = Compilation(weights.parse(onnx_to_mlir(model)), for_targets(profiles.Options.of(opts), (api,)), (api,),
                         Dumper("0" * 16))
         run_stages(c, STAGES[:[st.name for st in STAGES].index("tile-and-map") + 1])
-        assert any(st.root_taps and st.vectorize for st in c.strategies), c.strategies
-    (out,), _ = _run(model, feeds, device, conv_vector_taps=True, vectorize=True)
+        taps = [st for st in c.strategies if st.root_taps and st.vectorize]
+        if hw == 7 and api == "opencl":
+            assert not taps, c.strategies  # no 7-wide OpenCL C vector: the scalar taps
+        else:
+            assert taps and all(st.unroll_taps == (api == "vulkan") for st in taps), c.strategies
+    if api == "vulkan":
+        exe = compile_module(onnx_to_mlir(model), opts, (api,))
+        spirv = disassemble(exe.kernels[exe.dispatches[-1].kernel].spirv)
+        assert "OpLoopMerge" not in spirv  # the taps unrolled: straight-line code
+        assert ("%v3float" in spirv) == (hw == 7)
+    (out,), _ = _run(model, feeds, device, conv_vector_taps=True, vectorize=True, conv_row_columns=8)
     _check(out, ref)
 
 
@@ -260,13 +272,64 @@ def test_depthwise_tiles_shrink_to_fill_the_device(device, fill):
     `fill_threads` each thread takes fewer (one each, 1568 outputs being under 4096), same answer."""
     model, feeds, ref = conv_model(1, 32, 7, 7, 32, 3, pad=1, group=32)
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), thread_tile=[8, 4], fill_threads=fill)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), thread_tile=[8, 4], fill_threads=fill,
+                conv_vector_taps=False)  # the scalar taps path, whose tiles this is about
     exe = compile_module(onnx_to_mlir(model), opts, (live.info.api,))
     conv = exe.dispatches[-1]
     threads = int(np.prod(conv.grid)) * int(np.prod(exe.kernels[conv.kernel].workgroup_size))
     assert threads >= 1568 if fill else threads < 1568 // 8
-    (out,), _ = _run(model, feeds, device, thread_tile=[8, 4], fill_threads=fill)
+    (out,), _ = _run(model, feeds, device, thread_tile=[8, 4], fill_threads=fill, conv_vector_taps=False)
     _check(out, ref)
+
+
+@pytest.mark.parametrize("k,hw,stride", [(3, 12, 2), (5, 15, 2), (3, 13, 3)])
+def test_strided_depthwise_as_stride_phases(device, k, hw, stride):
+    """A strided NCHW depthwise convolution, where the profile asks for it (conv_stride_phases, with
+    conv_vector_taps), becomes a unit-stride one over its input's stride phases (graph/stride_phases.py), which the
+    register taps strategy takes; the pad is read in place by the phase gather. Same answer as the direct one."""
+    from portable.compiler.graph.stride_phases import ATTR
+    from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.compiler.strategy.choice import for_targets
+    from portable.ir import weights
+    from portable.ir.mlir import ir
+
+    model, feeds, ref = conv_model(1, 16, hw, hw, 16, k, stride=stride, pad=k // 2, group=16)
+    live = open_device(device)
+    api = live.info.api
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_vector_taps=True, vectorize=True,
+                conv_stride_phases=True, conv_row_columns=8 if api == "vulkan" else 0)
+    with ir.Context(), ir.Location.unknown():
+        c = Compilation(weights.parse(onnx_to_mlir(model)), for_targets(profiles.Options.of(opts), (api,)), (api,),
+                        Dumper("0" * 16))
+        run_stages(c, STAGES[:[st.name for st in STAGES].index("dispatch") + 1])
+        assert ATTR in str(c.module)
+        assert any(st.root_taps and st.vectorize for st in c.strategies) or api == "opencl", c.strategies
+    (out,), kernels = _run(model, feeds, device, **{k: v for k, v in opts.items() if k.startswith(("conv_", "vec"))})
+    _check(out, ref)
+    assert kernels == 2  # the phase gather (the pad inlined) and the convolution
+
+
+@pytest.mark.parametrize("k_multiple", [0, 4])
+def test_one_pixel_conv_as_row_vector(device, k_multiple):
+    """A 1x1 convolution over one pixel (squeeze-and-excitation): where the profile pads K to vectors
+    (conv_k_multiple) it multiplies x (1, C) by the filters transposed at compile time, (C, F), with no copy; else
+    (F, C) times (C, 1). Same answer either way."""
+    from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
+    from portable.ir import weights
+    from portable.ir.mlir import ir
+
+    model, feeds, ref = conv_model(1, 48, 1, 1, 24, 1)
+    live = open_device(device)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_k_multiple=k_multiple)
+    with ir.Context(), ir.Location.unknown():
+        c = Compilation(weights.parse(onnx_to_mlir(model)), profiles.Options.of(opts), (live.info.api,),
+                        Dumper("0" * 16))
+        run_stages(c, STAGES[:[st.name for st in STAGES].index("conv-gemm") + 1])
+        text = str(c.module)
+    assert ("tensor<1x48xf32>, tensor<48x24xf32>" in text) == bool(k_multiple), text
+    (out,), kernels = _run(model, feeds, device, conv_k_multiple=k_multiple)
+    _check(out, ref)
+    assert kernels == 1
 
 
 @pytest.mark.parametrize("limit", [0, 1024])

@@ -101,12 +101,12 @@ def test_depthwise_conv_taps_carried_in_registers(device, shape):
     w = RNG.standard_normal((3, 3, c)).astype(np.float32)
     xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
     ref = sum(xp[:, i:i + hw, j:j + hw, :] * w[i, j] for i in range(3) for j in range(3))
-    exe, scalar = _compile(device, text)
+    exe, scalar = _compile(device, text, conv_vector_taps=False)  # the scalar taps path (register tiles: below)
     # The output element is read and written once per output, not once per tap: the loops keep it in a phi.
     assert "OpPhi %float" in scalar
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
     # Then the channel loop runs on vec4, the tap loops carrying vec4 accumulators (loop_vectorize.py).
-    exe, vec = _compile(device, text, loop_vectorize=4)
+    exe, vec = _compile(device, text, loop_vectorize=4, conv_vector_taps=False)
     assert ("OpPhi %v4float" in vec) == (c % 4 == 0)
     np.testing.assert_allclose(exe(x, w)[0], ref, rtol=1e-5, atol=1e-5)
 

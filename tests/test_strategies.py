@@ -470,3 +470,31 @@ def test_matmul_threads_x_where_b_columns_pass_the_slab(k, n, slab, threads_x):
     kind = OpKind("matmul", (64, n, k), ("parallel", "parallel", "reduction"), contiguous_b=True)
     s = choose(kind, opts, kind)
     assert s.root_k_tile and s.threads[1] == threads_x and s.threads[0] == 64 // threads_x
+
+
+@pytest.mark.parametrize("shape,per", [((1, 96, 112, 112), 8), ((1, 32, 14, 14), 2), ((1, 8, 7, 7), None)])
+def test_elementwise_tiles_that_divide(shape, per):
+    """lavapipe's elementwise tiles (8 a thread, 128 threads) where powers of two do not divide the rows (an NCHW
+    image of 112 or 14 columns): the widest vector that divides, threads that divide the rest, vectorized; rows of
+    7 no vector divides: not vectorized."""
+    from portable.compiler.strategy.choice import choose
+    from portable.ir.linalg_info import OpKind
+
+    lavapipe = profiles.codegen_options(profiles.all_profiles()["lavapipe"])
+    kind = OpKind("elementwise", shape, ("parallel",) * 4)
+    s = choose(kind, lavapipe, kind)
+    assert s.vectorize == (per is not None), s
+    if per:
+        assert all(r % t == 0 for r, t in zip(shape, s.tile) if t), s
+        assert s.tile[-1] // s.threads[-1] == per, s
+
+
+def test_elementwise_tiles_that_divide_run(device, tmp_path):
+    """A squeeze-and-excitation scale over a 1x24x28x28 image (rows of 28) on the device, same answer as numpy."""
+    g = portable.Graph()
+    x, s = g.input((1, 24, 28, 28)), g.input((1, 24, 1, 1))
+    g.output(g.mul(x, g.sigmoid(s)))
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(shape).astype(np.float32) for shape in ((1, 24, 28, 28), (1, 24, 1, 1))]
+    _, loaded = _compile_and_load(g.to_mlir(), device, tmp_path)
+    np.testing.assert_allclose(loaded(*xs)[0], g.reference(*xs)[0], rtol=1e-5, atol=1e-5)

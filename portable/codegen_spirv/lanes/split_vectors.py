@@ -1,4 +1,5 @@
-"""1-d vectors of 8 elements split into two halves of 4, the widest SPIR-V vector (CPU Vulkan drivers: lavapipe).
+"""1-d vectors of more than 4 elements split into vec4 pieces (and the rest: 7 = 4 + 3), the widest SPIR-V vector
+(CPU Vulkan drivers: lavapipe; any Vulkan device for a channelwise convolution's whole 7-column rows).
 
 An elementwise thread tile of 8 lets wide_buffers.py read and write 32 bytes per access (vector<4xi64>): on
 llvmpipe every buffer access is a loop over the lanes whose cost is mostly per access, so fewer, wider accesses
@@ -48,7 +49,26 @@ def split_wide_vectors(gpu_module: ir.Operation) -> bool:
 
 
 def _wide(t: ir.Type) -> bool:
-    return isinstance(t, ir.VectorType) and ir.VectorType(t).rank == 1 and ir.VectorType(t).shape[0] == WIDE
+    return isinstance(t, ir.VectorType) and ir.VectorType(t).rank == 1 and ir.VectorType(t).shape[0] > HALF
+
+
+def _eight(t: ir.Type) -> bool:
+    return _wide(t) and ir.VectorType(t).shape[0] == WIDE
+
+
+def _sizes(t: ir.Type) -> list[int]:
+    """The pieces a wide vector splits into: vec4s, then the rest (a 7-column convolution row: 4 + 3)."""
+    n = ir.VectorType(t).shape[0]
+    return [HALF] * (n // HALF) + ([n % HALF] if n % HALF else [])
+
+
+def _starts(t: ir.Type) -> list[int]:
+    return [HALF * i for i in range(len(_sizes(t)))]
+
+
+def _piece_types(t: ir.Type) -> list[ir.Type]:
+    et = ir.VectorType(t).element_type
+    return [ir.VectorType.get([n], et) for n in _sizes(t)]
 
 
 def _touches(op: ir.Operation) -> bool:
@@ -70,7 +90,8 @@ def _handled(op: ir.Operation) -> bool:
         return not isinstance(op.operands[0].type, ir.VectorType)
     if op.name == "vector.bitcast":
         src, dst = ir.VectorType(op.operands[0].type), ir.VectorType(op.results[0].type)
-        return src.rank == dst.rank == 1 and src.shape[0] % 2 == 0 and dst.shape[0] % 2 == 0
+        return src.rank == dst.rank == 1 and src.shape[0] % 2 == 0 and dst.shape[0] % 2 == 0 and \
+            all(_eight(t) or not _wide(t) for t in (src, dst))
     if op.name == "vector.extract_strided_slice":
         return _half_slice(op) is not None
     if op.name == "vector.shuffle":
@@ -87,7 +108,7 @@ def _half_slice(op: ir.Operation) -> int | None:
     offsets = [int(x) for x in ir.ArrayAttr(op.attributes["offsets"])]
     sizes = [int(x) for x in ir.ArrayAttr(op.attributes["sizes"])]
     strides = [int(x) for x in ir.ArrayAttr(op.attributes["strides"])]
-    if not _wide(op.operands[0].type) or sizes != [HALF] or strides != [1] or offsets not in ([0], [HALF]):
+    if not _eight(op.operands[0].type) or sizes != [HALF] or strides != [1] or offsets not in ([0], [HALF]):
         return None
     return offsets[0] // HALF
 
@@ -123,28 +144,27 @@ def _split_func(fn: ir.Operation) -> bool:
     return True
 
 
-def _parts(v: ir.Value, halves: dict) -> tuple[ir.Value, ir.Value]:
+def _parts(v: ir.Value, halves: dict) -> tuple[ir.Value, ...]:
     if v in halves:
         return halves[v]
-    return v, v  # a scalar operand is used by both halves
+    return (v,) * 8  # a scalar operand is used by every piece
 
 
 def _split_op(op: ir.Operation, halves: dict) -> None:
     name = op.name
     if name == "arith.constant":
         attr = ir.DenseElementsAttr(op.attributes["value"])
-        ht = _half_type(op.results[0].type)
+        t = op.results[0].type
         if attr.is_splat:
-            parts = [ir.DenseElementsAttr.get_splat(ht, attr.get_splat_value())] * 2
+            parts = [ir.DenseElementsAttr.get_splat(pt, attr.get_splat_value()) for pt in _piece_types(t)]
         else:
             values = np.array(attr)
-            parts = [ir.DenseElementsAttr.get(np.ascontiguousarray(values[i * HALF:(i + 1) * HALF]), type=ht)
-                     for i in range(2)]
-        halves[op.results[0]] = tuple(arith.ConstantOp(ht, p).result for p in parts)
+            parts = [ir.DenseElementsAttr.get(np.ascontiguousarray(values[s:s + ir.VectorType(pt).shape[0]]), type=pt)
+                     for s, pt in zip(_starts(t), _piece_types(t))]
+        halves[op.results[0]] = tuple(arith.ConstantOp(p.type, p).result for p in parts)
     elif name == "vector.broadcast":
-        ht = _half_type(op.results[0].type)
-        b = vector.BroadcastOp(ht, op.operands[0]).result
-        halves[op.results[0]] = (b, b)
+        halves[op.results[0]] = tuple(vector.BroadcastOp(pt, op.operands[0]).result
+                                      for pt in _piece_types(op.results[0].type))
     elif name == "vector.bitcast":
         _split_bitcast(op, halves)
     elif name == "vector.extract_strided_slice":
@@ -157,9 +177,11 @@ def _split_op(op: ir.Operation, halves: dict) -> None:
         _split_write(op, halves)
     else:  # elementwise
         results = []
-        for i in range(2):
+        for i, pt in enumerate(_piece_types(next(v.type for v in list(op.operands) + list(op.results)
+                                                 if _wide(v.type)))):
             operands = [_parts(v, halves)[i] for v in op.operands]
-            types = [_half_type(r.type) if _wide(r.type) else r.type for r in op.results]
+            types = [ir.VectorType.get(ir.VectorType(pt).shape, ir.VectorType(r.type).element_type)
+                     if _wide(r.type) else r.type for r in op.results]
             new = ir.Operation.create(name, results=types, operands=operands,
                                       attributes={k: op.attributes[k] for k in op.attributes})
             results.append(new.results[0])
@@ -196,10 +218,10 @@ def _split_read(op: ir.Operation, halves: dict) -> None:
     seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     operands = list(op.operands)
     mem, idx, pad = operands[0], operands[1:1 + seg[1]], operands[1 + seg[1]]
-    ht = _half_type(op.results[0].type)
+    pieces = _piece_types(op.results[0].type)
     halves[op.results[0]] = tuple(
-        vector.TransferReadOp(ht, mem, _offset(idx, i), op.attributes["permutation_map"], pad,
-                              op.attributes["in_bounds"]).result for i in range(2))
+        vector.TransferReadOp(pt, mem, _offset(idx, i), op.attributes["permutation_map"], pad,
+                              op.attributes["in_bounds"]).result for i, pt in enumerate(pieces))
 
 
 def _split_write(op: ir.Operation, halves: dict) -> None:

@@ -226,7 +226,8 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     small next to the K-long reductions they save; a 1x1 stride-1 convolution whose pixels fill 4-wide vectors
     keeps the plain form, which needs no copy at all.
 
-    `k_multiple` (the profile's conv_k_multiple): in the plain gathered form for one image and group with constant
+    `k_multiple` (the profile's conv_k_multiple) also turns a 1x1 convolution over one pixel with constant weights
+    into a row-vector product (_one_pixel). In the plain gathered form for one image and group with constant
     weights, a reduction length C*KH*KW that it does not divide (a stem's 3*7*7 = 147, 3*3*3 = 27) is padded to
     one it does: zero patch rows and zero weight columns, so that the matmul steps K by whole vectors
     (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196).
@@ -271,6 +272,11 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
                         pixel_multiple):
+        return True
+    # One pixel, on the profiles that pad K to whole vectors (conv_k_multiple, lavapipe: its matmuls read K-long
+    # columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps the column form (its
+    # 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
+    if k_multiple and direct_view and p == 1 and not kept and nb == 1 and _one_pixel(conv, src, w, init, c, f, elem):
         return True
     k = c * kh * kw
     if k_multiple and k % k_multiple and not direct_view and not kept and nb == 1 and \
@@ -356,6 +362,27 @@ def _padded_k(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, in
         acc, rest = fill_accumulator(init, [f, p], elem)
         mm = linalg.matmul(wmat, patches, outs=[acc])
     finish(conv, mm, groups, rest)
+    return True
+
+
+def _one_pixel(conv: ir.Operation, src: ir.Value, w: ir.Value, init: ir.Value, c: int, f: int,
+               elem: ir.Type) -> bool:
+    """A 1x1 convolution over one pixel (squeeze-and-excitation, a classifier head after global pooling) as the
+    row-vector product x (1, C) times the filter transposed at compile time, (C, F): the vector's and the result's
+    bytes are the same in either orientation, so no copy is made, and the strategies take it as a matrix-vector
+    product with the filters as vector columns (as (F, C) times (C, 1) one thread took a whole column of filters over
+    a scalar loop). False (nothing changed) unless the weights are a constant."""
+    wv = dense_constant(w)
+    if wv is None:
+        return False
+    with ir.InsertionPoint(conv), conv.location:
+        x = collapse(src, [[0], [1, 2, 3]])
+        wt_type = ir.RankedTensorType.get([c, f], elem)
+        wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(
+            np.ascontiguousarray(wv.reshape(f, c).T), type=wt_type)).result
+        acc, rest = fill_accumulator(init, [1, f], elem)
+        mm = linalg.matmul(x, wt, outs=[acc])
+    finish(conv, mm, [[0], [1, 2, 3]], rest)
     return True
 
 

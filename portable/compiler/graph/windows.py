@@ -62,7 +62,7 @@ def _at_tap(amap: ir.AffineMap, p: int, tap: tuple[int, ...]) -> ir.AffineMap:
     return ir.AffineMap.get(p, 0, [e.compose(sub) for e in amap.results])
 
 
-def _inlinable(v: ir.Value, user: ir.Operation) -> ir.Operation | None:
+def inlinable_gather(v: ir.Value, user: ir.Operation) -> ir.Operation | None:
     """The gather generic (no inputs, identity output map, reads by tensor.extract) that `v` is the only result
     of and `user` its only user, else None."""
     if not isinstance(v, ir.OpResult):
@@ -114,7 +114,7 @@ def _unroll(op: ir.Operation) -> None:
     ins, init = list(op.operands)[:nin], op.operands[nin]
     maps = indexing_maps(op)
     taps = list(itertools.product(*(range(r) for r in loop_ranges(op)[p:])))
-    gathers = [_inlinable(v, op) for v in ins]
+    gathers = [inlinable_gather(v, op) for v in ins]
     start = _fill_constant(init)
     out_t = ir.RankedTensorType(op.results[0].type)
     identity = ir.AffineMap.get_identity(p)

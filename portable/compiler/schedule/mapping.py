@@ -14,7 +14,7 @@ from ...ir.mlir import ir
 from ..compilation import Compilation
 from ..dispatch import groups as dispatch
 from ..dispatch import split
-from ..graph import unit_broadcasts
+from ..graph import stride_phases, unit_broadcasts
 from ..strategy import choice as strategy
 from . import chunks, coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce, transform_script
 
@@ -22,7 +22,13 @@ MAX_GROUP_FALLBACKS = 4  # groups that may each fall back to their plain strateg
 
 
 def dispatch_stage(c: Compilation) -> None:
-    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`tile_and_map`)."""
+    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`tile_and_map`).
+    First, where the profile takes channelwise convolutions as register tiles over their taps and asks for it
+    (conv_stride_phases), strided ones become unit-stride ones over their input's phases (graph/stride_phases.py):
+    a rewrite for that strategy alone."""
+    o = c.options
+    if o.conv_vector_taps and o.conv_stride_phases and o.vectorize:
+        stride_phases.split_strided_windows(c.func)
     c.pristine = c.module.operation.clone()  # in memory: no printing and parsing of the weights
     try:
         _form(c, plain=False)
@@ -144,6 +150,12 @@ def _form(c: Compilation, plain: bool, plain_groups: frozenset[int] = frozenset(
             # A grid past the device's workgroup count gives threads several rows (strategy.choose): SPIR-V holds
             # those 2-d tiles only where row_vectors.py unrolls them.
             s = dataclasses.replace(s, vectorize=False)
+        if s.root_taps and "vulkan" in targets and sum(it == "parallel" for it in kind.iterators) < 4:
+            # A 1-d convolution's tile rows are its channels, whose filter values SPIR-V would read as a strided
+            # vector (row_vectors.py holds only rows along the innermost dim): the scalar taps.
+            s = strategy.choose(kind, gp.replace(conv_vector_taps=False), g.kind)
+        if s.root_taps and "vulkan" in targets:
+            s = dataclasses.replace(s, unroll_taps=True)  # SPIR-V: 2-d tiles unrolled in straight-line code only
         strategies.append(_plain(s) if plain or g.index in c.plain_groups else s)
     c.groups, c.splits, c.strategies = groups, splits, strategies
     c.forms = [_group_form(g, s) for g, s in zip(groups, strategies)]

@@ -295,6 +295,11 @@ def _conv_taps(emit, g: Group, s: Strategy, container: str, handles: list[str]) 
     for loop in reversed(loops):
         emit(f"    transform.apply_licm to {loop} : {any_op}")
         emit(f"    transform.loop.hoist_loop_invariant_subsets {loop} : {any_op}")
+    if s.unroll_taps:
+        for loop, d in reversed(list(zip(loops, window))):
+            emit(f"    transform.loop.unroll {loop} {{factor = {g.kind.ranges[d]}}} : {any_op}")
+        emit(f"    transform.apply_patterns to {container} {{ transform.apply_patterns.canonicalization }} : {any_op}")
+        emit(f"    transform.apply_cse to {container} : {any_op}")
 
 
 def _unroll_register_tile(emit, k: int, s: Strategy) -> None:

@@ -12,9 +12,11 @@ from . import tiles
 from .forms import promoted_matmul, vector_conv, vector_gathers
 from .strategy import ANY_WIDTH, Strategy, or_default, vector_width
 
-# Profile keys whose strategies only OpenCL C carries out (16-lane and 2-D vectors); for gathers, SPIR-V takes
-# only the plain vector loads (no load per lane).
-OPENCL_ONLY = {"max_vector_width": 4, "conv_vector_taps": False}
+# Profile keys whose strategies only OpenCL C carries out (16-lane vectors); for gathers, SPIR-V takes only the
+# plain vector loads (no load per lane). Keys that only SPIR-V carries out: vectors of any width, split into vec4
+# pieces (codegen_spirv/lanes/split_vectors.py).
+OPENCL_ONLY = {"max_vector_width": 4}
+SPIRV_ONLY = {"conv_row_columns": 0}
 
 
 def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
@@ -26,6 +28,8 @@ def for_targets(options: Options, targets: tuple[str, ...]) -> Options:
     changes: dict = {}
     if "vulkan" in targets and any(getattr(o, k) for k in OPENCL_ONLY):
         changes.update(OPENCL_ONLY)
+    if "opencl" in targets and any(getattr(o, k) for k in SPIRV_ONLY):
+        changes.update(SPIRV_ONLY)
     if "vulkan" in targets and or_default(o.loop_vectorize, 0) > 4:
         changes["loop_vectorize"] = 4  # SPIR-V vectors have at most 4 lanes
     if "vulkan" in targets and o.vectorize_gathers:
@@ -79,6 +83,9 @@ def choose(kind: OpKind, options: Options, root: OpKind | None = None) -> Strate
             s = _choose(kind, plain, root)
             if s.vectorize:
                 return s
+        s = _dividing_elementwise(kind, o) if root is None or not root.gathers else None
+        if s is not None:
+            return s
         o = o.replace(elementwise_workgroup_invocations=None,
                       elementwise_per_thread=min(4, or_default(o.elementwise_per_thread, 1)))
     s = _choose(kind, o, root)
@@ -264,6 +271,25 @@ def _column_slab_bytes(kind: OpKind, root: OpKind | None, par: list[int], per_th
         return 0  # one row tile: B is read once whatever the workgroup's shape
     k = root.ranges[root.iterators.index("reduction")]
     return 4 * k * min(kind.ranges[par[-1]], invocations * per_thread[par[-1]])
+
+
+def _dividing_elementwise(kind: OpKind, o: Options) -> Strategy | None:
+    """Vector tiles for an elementwise op that power-of-two tiles do not divide (rows of 112, 56, 28 or 14: a
+    squeeze-and-excitation scale over an NCHW image; it ran scalar at ~7 ns an element on lavapipe): the widest
+    per-thread vector up to the profile's that divides the innermost loop, threads that divide what is left."""
+    par = [i for i, it in enumerate(kind.iterators) if it == "parallel"]
+    if not par or len(par) != len(kind.ranges) or kind.gathers:
+        return None
+    per_thread = [1] * len(kind.ranges)
+    per_thread[par[-1]] = or_default(o.elementwise_per_thread, 4)
+    invocations = or_default(o.elementwise_workgroup_invocations, or_default(o.workgroup_invocations, 64))
+    width = 8 if o.wide_buffers else vector_width(o)
+    per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, width)
+    for d in par[:-3]:
+        tile[d] = 1
+    if not _can_vectorize(kind, tile, per, o):
+        return None
+    return Strategy(tuple(tile), tuple(threads), True)
 
 
 def _spread_over_workgroups(kind: OpKind, par: list[int], tile: list[int], threads: list[int], per_thread: list[int],

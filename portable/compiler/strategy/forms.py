@@ -82,8 +82,14 @@ def vector_conv(kind: OpKind, root: OpKind | None, o: Options, invocations: int)
     per_thread = [1] * len(kind.ranges)
     per_thread[par[-2]], per_thread[par[-1]] = (int(v) for v in or_default(o.thread_tile, (4, 4)))
     per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, vector_width(o))
+    width = kind.ranges[par[-1]]
+    if per[par[-1]] == 1 and root.channelwise == "columns" and 1 < width <= or_default(o.conv_row_columns, 0):
+        # NCHW rows that no vector divides (7x7 late layers): whole rows per thread, held as vec4 pieces and the
+        # rest (SPIR-V: codegen_spirv/lanes/split_vectors.py).
+        per_thread[par[-1]] = width
+        per, tile, threads = tiles.dividing_tiles(kind, par, per_thread, invocations, width)
     if per[par[-1]] == 1:
-        return None  # one channel per thread: the vectors would run along the width, strided
+        return None  # one column (channel) per thread: the vectors would run across rows, strided
     for d in par[:-3]:
         tile[d] = 1
     return Strategy(tuple(tile), tuple(threads), True, root_taps=True)

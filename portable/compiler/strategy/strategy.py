@@ -52,6 +52,9 @@ class Strategy:
     # Direct convolutions: the root's window (reduction) loops stepped one tap at a time, the thread's output
     # tile a register accumulator across them (transform_script._conv_taps).
     root_taps: bool = False
+    # With root_taps: the window loops fully unrolled (SPIR-V: row_vectors.py unrolls the 2-d register tile only in
+    # straight-line code, and the taps' reads of one input row become one load).
+    unroll_taps: bool = False
 
     @property
     def workgroup_size(self) -> tuple[int, int, int]:
