@@ -38,6 +38,7 @@ from .graph import (
     rewrites,
     split_k,
     split_rows,
+    stride_phases,
     unfuse,
     unit_broadcasts,
     widen_f16,
@@ -90,6 +91,15 @@ def _passes_if(pipeline: str, rewrite: Callable[[Compilation], object]) -> Calla
         return True
 
     return run
+
+
+def _stride_phases(c: Compilation) -> bool:
+    """Where the profile takes channelwise convolutions as register tiles over their taps and asks for it
+    (conv_stride_phases), strided ones become unit-stride ones over their input's phases (graph/stride_phases.py):
+    a rewrite for that strategy alone, so it runs just before dispatch formation."""
+    o = c.options
+    return bool(o.conv_vector_taps and o.conv_stride_phases and o.vectorize) and \
+        stride_phases.split_strided_windows(c.func) > 0
 
 
 def _named_ops(c: Compilation) -> bool:
@@ -258,6 +268,7 @@ STAGES: list[Stage] = [
     Stage("unfuse-producers", _passes_if(GENERALIZE, lambda c: split_k.unfuse_producers(c.func, c.options))),
     Stage("split-rows", _passes_if(GENERALIZE, lambda c: split_rows.split_rows(c.func, c.options))),
     Stage("reduction-inputs", _passes_if(CLEAN, lambda c: reduction_inputs.fuse_into_reductions(c.func, c.options))),
+    Stage("stride-phases", _stride_phases),
     # Dispatch formation, strategies, and the transform script that tiles, bufferizes and maps to the GPU.
     Stage("dispatch", mapping.dispatch_stage),
     Stage("tile-and-map", mapping.tile_and_map),

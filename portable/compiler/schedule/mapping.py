@@ -14,7 +14,7 @@ from ...ir.mlir import ir
 from ..compilation import Compilation
 from ..dispatch import groups as dispatch
 from ..dispatch import split
-from ..graph import stride_phases, unit_broadcasts
+from ..graph import unit_broadcasts
 from ..strategy import choice as strategy
 from . import chunks, coop_matrix, coop_staging, grid_stride, promotion, serial_rows, subgroup_reduce, transform_script
 
@@ -22,13 +22,7 @@ MAX_GROUP_FALLBACKS = 4  # groups that may each fall back to their plain strateg
 
 
 def dispatch_stage(c: Compilation) -> None:
-    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`tile_and_map`).
-    First, where the profile takes channelwise convolutions as register tiles over their taps and asks for it
-    (conv_stride_phases), strided ones become unit-stride ones over their input's phases (graph/stride_phases.py):
-    a rewrite for that strategy alone."""
-    o = c.options
-    if o.conv_vector_taps and o.conv_stride_phases and o.vectorize:
-        stride_phases.split_strided_windows(c.func)
+    """Dispatch formation and a strategy per group; a failure falls back to plain strategies (`tile_and_map`)."""
     c.pristine = c.module.operation.clone()  # in memory: no printing and parsing of the weights
     try:
         _form(c, plain=False)
