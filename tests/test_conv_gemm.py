@@ -309,25 +309,25 @@ def test_strided_depthwise_as_stride_phases(device, k, hw, stride):
     assert kernels == 2  # the phase gather (the pad inlined) and the convolution
 
 
-@pytest.mark.parametrize("k_multiple", [0, 4])
-def test_one_pixel_conv_as_row_vector(device, k_multiple):
-    """A 1x1 convolution over one pixel (squeeze-and-excitation): where the profile pads K to vectors
-    (conv_k_multiple) it multiplies x (1, C) by the filters transposed at compile time, (C, F), with no copy; else
-    (F, C) times (C, 1). Same answer either way."""
+@pytest.mark.parametrize("cols", [0, 16])
+def test_one_pixel_conv_as_row_vector(device, cols):
+    """A 1x1 convolution over one pixel (squeeze-and-excitation): where the profile's matrix-vector products take
+    vector columns (matmul_row_vector_cols) it multiplies x (1, C) by the filters transposed at compile time, (C, F),
+    with no copy; else (F, C) times (C, 1). Same answer either way."""
     from portable.compiler.pipeline import STAGES, Compilation, Dumper, run_stages
     from portable.ir import weights
     from portable.ir.mlir import ir
 
     model, feeds, ref = conv_model(1, 48, 1, 1, 24, 1)
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), conv_k_multiple=k_multiple)
+    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), matmul_row_vector_cols=cols)
     with ir.Context(), ir.Location.unknown():
         c = Compilation(weights.parse(onnx_to_mlir(model)), profiles.Options.of(opts), (live.info.api,),
                         Dumper("0" * 16))
         run_stages(c, STAGES[:[st.name for st in STAGES].index("conv-gemm") + 1])
         text = str(c.module)
-    assert ("tensor<1x48xf32>, tensor<48x24xf32>" in text) == bool(k_multiple), text
-    (out,), kernels = _run(model, feeds, device, conv_k_multiple=k_multiple)
+    assert ("tensor<1x48xf32>, tensor<48x24xf32>" in text) == bool(cols), text
+    (out,), kernels = _run(model, feeds, device, matmul_row_vector_cols=cols)
     _check(out, ref)
     assert kernels == 1
 

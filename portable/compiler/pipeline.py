@@ -143,7 +143,8 @@ def _conv_gemm(c: Compilation) -> bool:
     if not c.options.im2col_max_bytes:
         return False
     conv_gemm.convs_to_matmul(c.func, c.options.im2col_max_bytes, c.options.conv_pixel_multiple or 0,
-                              c.options.conv_k_multiple or 0, bool(c.options.conv_winograd))
+                              c.options.conv_k_multiple or 0, bool(c.options.conv_winograd),
+                              bool(c.options.matmul_row_vector_cols))
     return True
 
 

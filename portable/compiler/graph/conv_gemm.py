@@ -211,7 +211,7 @@ def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tup
 
 
 def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
-                        winograd: bool = False) -> bool:
+                        winograd: bool = False, row_vectors: bool = False) -> bool:
     """linalg.conv_2d_nchw_fchw (and conv_2d_ngchw_gfchw) -> per image and group, W as an (F, C*KH*KW) matrix
     times patches as a (C*KH*KW, OH*OW) matrix: a plain matmul for one image and group, a batched one otherwise.
     A 1x1 stride-1 unpadded convolution multiplies the input viewed as (C, H*W) with no gather. Skipped (False)
@@ -226,8 +226,10 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     small next to the K-long reductions they save; a 1x1 stride-1 convolution whose pixels fill 4-wide vectors
     keeps the plain form, which needs no copy at all.
 
-    `k_multiple` (the profile's conv_k_multiple) also turns a 1x1 convolution over one pixel with constant weights
-    into a row-vector product (_one_pixel). In the plain gathered form for one image and group with constant
+    `row_vectors` (a profile with matmul_row_vector_cols) turns a 1x1 convolution over one pixel with constant
+    weights into a row-vector product (_one_pixel).
+
+    `k_multiple` (the profile's conv_k_multiple): in the plain gathered form for one image and group with constant
     weights, a reduction length C*KH*KW that it does not divide (a stem's 3*7*7 = 147, 3*3*3 = 27) is padded to
     one it does: zero patch rows and zero weight columns, so that the matmul steps K by whole vectors
     (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196).
@@ -273,10 +275,10 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
                         pixel_multiple):
         return True
-    # One pixel, on the profiles that pad K to whole vectors (conv_k_multiple, lavapipe: its matmuls read K-long
-    # columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps the column form (its
-    # 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
-    if k_multiple and direct_view and p == 1 and not kept and nb == 1 and _one_pixel(conv, src, w, init, c, f, elem):
+    # One pixel, on the profiles whose matrix-vector products take vector columns (matmul_row_vector_cols, lavapipe:
+    # its matmuls read K-long columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps
+    # the column form (its 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
+    if row_vectors and direct_view and p == 1 and not kept and nb == 1 and _one_pixel(conv, src, w, init, c, f, elem):
         return True
     k = c * kh * kw
     if k_multiple and k % k_multiple and not direct_view and not kept and nb == 1 and \
@@ -464,7 +466,7 @@ def _batched_matmul(wmat: ir.Value, patches: ir.Value, acc: ir.Value, nk: int, g
 
 
 def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
-                    winograd: bool = False) -> None:
+                    winograd: bool = False, row_vectors: bool = False) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
     matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
     `pixel_multiple` (the profile's conv_pixel_multiple): an NCHW convolution with constant weights whose output
@@ -488,7 +490,7 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int =
                     sink_expand(v.owner.operation)
                     break
         nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple, k_multiple,
-                                                                    winograd)
+                                                                    winograd, row_vectors)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \
