@@ -41,7 +41,7 @@ def test_serializer_takes_the_gpu_module():
         assert str(c.module) == before
         assert words[:4] == (0x07230203).to_bytes(4, "little") and texels == ()
         assert spirv_from_gpu_module(gm, wg, c.options, access=access) == (words, texels)
-        run_stages(c, STAGES[-1:])  # (no lanes rewrite for this profile: pipeline.codegen)
+        run_stages(c, STAGES[-1:])  # (no lanes rewrite for this profile: target_codegen.codegen)
         assert c.kernels[0].spirv == words
 
 

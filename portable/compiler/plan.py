@@ -6,7 +6,7 @@ range of it, which the runtime binds as a view of the slot's buffer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -106,9 +106,9 @@ def _global_data(module: ir.Module, sym: str, sig: TensorSig, find) -> np.ndarra
 class PlanBuilder:
     """Turns the host func into slots, dispatches, inputs and outputs."""
 
-    def __init__(self, module: ir.Module, func_op: ir.Operation, arrays: Iterable[np.ndarray] = ()):
+    def __init__(self, module: ir.Module, func_op: ir.Operation, arrays: Mapping[str, np.ndarray] | None = None):
         self.module = module
-        self._find = weights.known(arrays)
+        self._find = weights.known(arrays or {})  # digest -> array: constants that are the caller's arrays
         self.func = func_op
         self.slots: list[Slot] = []
         self.slot_of: dict[str, int] = {}

@@ -83,7 +83,7 @@ def _attr(node, name: str, default=None):
     return default
 
 
-def check_known_failures(m, weights=None) -> None:
+def check_known_failures(m, weights=onnx_weights.NONE) -> None:
     """Nodes that make torch-mlir's pipelines hang or abort the process (seen in the onnx node suite): refuse them
     here, so a bad model raises instead of taking the caller's process down."""
     shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
@@ -92,7 +92,7 @@ def check_known_failures(m, weights=None) -> None:
     ranks = {k: len(v) for k, v in shapes.items()}
     ranks.update({i.name: len(i.dims) for i in m.graph.initializer})
     check_axes(m.graph, ranks)
-    consts = _Constants(m, weights or {})
+    consts = _Constants(m, weights)
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
             continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -67,7 +67,7 @@ def outline(module, arrays: Iterable[np.ndarray] = ()) -> ModuleText:
     """The module's text with each large dense constant replaced by a named placeholder (the module is changed).
     A constant equal to one of `arrays` (the model's weights as the frontend holds them) is held as that array;
     any other is copied out of the module."""
-    find = known(arrays)
+    held = {_digest(a): a for a in arrays if a.nbytes >= OUTLINE_BYTES}
     weights: dict[str, np.ndarray] = {}
     for op in _constants(module):
         attr = op.attributes["value"]
@@ -79,18 +79,17 @@ def outline(module, arrays: Iterable[np.ndarray] = ()) -> ModuleText:
         values = np.asarray(attr)  # a view of the attribute's storage: valid while the module lives
         if values.nbytes < OUTLINE_BYTES:
             continue
-        name = _PREFIX + _digest(values)
+        digest = _digest(values)
+        name = _PREFIX + digest
         if name not in weights:
-            same = find(values)
-            weights[name] = same if same is not None else values.copy()
+            weights[name] = held[digest] if digest in held else values.copy()
         op.attributes["value"] = ir.Attribute.parse(f"dense_resource<{name}> : {t}")
     return ModuleText(module.operation.get_asm(enable_debug_info=True), weights)
 
 
-def known(arrays: Iterable[np.ndarray]):
-    """A lookup `find(values) -> array or None`: the one of `arrays` equal to `values` (same bytes, dtype and
-    shape), so values read out of a module can be the caller's array instead of a copy."""
-    by_digest = {_digest(a): a for a in arrays if a.nbytes >= OUTLINE_BYTES}
+def known(by_digest: Mapping[str, np.ndarray]):
+    """A lookup `find(values) -> array or None`: the array of `by_digest` (digest -> array) equal to `values` (same
+    bytes, dtype and shape), so values read out of a module can be the caller's array instead of a copy."""
 
     def find(values: np.ndarray) -> np.ndarray | None:
         if not by_digest or values.nbytes < OUTLINE_BYTES:
@@ -98,6 +97,11 @@ def known(arrays: Iterable[np.ndarray]):
         return by_digest.get(_digest(values))
 
     return find
+
+
+def by_digest(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A ModuleText's weights keyed by their digests (their names already hold them: nothing is hashed again)."""
+    return {name.removeprefix(_PREFIX): values for name, values in weights.items()}
 
 
 def inline(module, weights: dict[str, np.ndarray]) -> None:
@@ -126,4 +130,4 @@ def parse(text: str) -> ir.Module:
     return module
 
 
-__all__ = ["ModuleText", "OUTLINE_BYTES", "known", "outline", "inline", "parse"]
+__all__ = ["ModuleText", "OUTLINE_BYTES", "by_digest", "known", "outline", "inline", "parse"]

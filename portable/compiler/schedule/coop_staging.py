@@ -245,7 +245,7 @@ def _drop_leading_barriers(loop: ir.Operation) -> None:
             return
 
 
-# ---- on the Vulkan kernel's own copy (pipeline.codegen) ---------------------------------------------------------
+# ---- on the Vulkan kernel's own copy (target_codegen.codegen) -----------------------------------------------
 def wide_copies(module: ir.Module) -> bool:
     """A kernel's own copy (`module`: one gpu.module) whose staged K loops copy 16 bytes per access, in place: the
     f16 operand buffers and the workgroup tiles become arrays of vector<4xi32> (SPIR-V's logical addressing cannot
