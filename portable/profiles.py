@@ -98,6 +98,7 @@ class Codegen(Section):
     conv_pixel_multiple: int | None = None
     conv_k_multiple: int | None = None
     conv_winograd: bool | None = None
+    conv_batch_rows: bool | None = None
     max_loop_iterations: int | None = None
     max_vector_width: int | None = None
     max_bind_bytes: int | None = None

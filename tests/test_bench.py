@@ -384,6 +384,26 @@ def test_weightless_restores_a_scale_folded_into_a_matmul_weight(tmp_path):
     assert weightless.restore(skel, tmp_path / "again.ptpk") == digest
 
 
+def test_weightless_strips_convolution_filters_stored_transposed(tmp_path):
+    """At batch 2 on the nvidia profile (conv_batch_rows) a convolution's filters are stored as the (C*KH*KW, F)
+    transpose of the drawn (F, C, KH, KW) weight: the skeleton draws them again instead of carrying them."""
+    pytest.importorskip("onnx", reason="the seeded model is an ONNX file")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable import package
+    from portable.bench import weightless
+
+    inits = [numpy_helper.from_array(np.zeros((16, 8, 3, 3), np.float32), "w")]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 6, 6])], inits)
+    m = weightless.seed_initializers(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), seed=3)
+    pkg, skel = tmp_path / "m.ptpk", tmp_path / "m.skel"
+    digest = package.build(m, ["vulkan:nvidia"], pkg)
+    assert weightless.strip(pkg, skel, m) == {"stripped": 1, "kept": 0, "kept_bytes": 0}
+    assert weightless.restore(skel, tmp_path / "again.ptpk") == digest
+
+
 def test_zoo_models_report_geomeans_and_marks_failures():
     """The zoo report: ratios are peer time / portable time, the geomean takes the models that ran, a failed
     cell shows its status instead of a time."""

@@ -119,7 +119,8 @@ def test_nchw_conv_implicit_gemm(device, case):
     assert count == kernels, f"{case}: {count} kernels, want {kernels} (the bias and ReLU fused into the matmul)"
 
 
-def _conv_matmuls(model, pixel_multiple: int, k_multiple: int = 0) -> list[tuple[list[int], list[int]]]:
+def _conv_matmuls(model, pixel_multiple: int, k_multiple: int = 0,
+                  batch_rows: bool = False) -> list[tuple[list[int], list[int]]]:
     """The (A shape, B shape) of each matmul that convs_to_matmul makes of `model`'s convolutions."""
     from portable.compiler.graph import conv_gemm
     from portable.compiler.pipeline import PREPROCESS, public_func
@@ -130,10 +131,23 @@ def _conv_matmuls(model, pixel_multiple: int, k_multiple: int = 0) -> list[tuple
         module = weights.parse(onnx_to_mlir(model))
         passmanager.PassManager.parse(PREPROCESS).run(module.operation)
         fn = public_func(module)
-        conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple, k_multiple)
+        conv_gemm.convs_to_matmul(fn, 1 << 30, pixel_multiple, k_multiple, batch_rows=batch_rows)
         return [(list(ir.RankedTensorType(op.operands[0].type).shape),
                  list(ir.RankedTensorType(op.operands[1].type).shape))
                 for op in fn.regions[0].blocks[0].operations if op.name == "linalg.matmul"]
+
+
+@pytest.mark.parametrize("case", ["3x3_dilated_batch2", "1x1_batch2"])
+def test_batch_as_rows_of_one_matmul(device, case):
+    """conv_batch_rows: both images' pixels are the rows of one (N*OH*OW, C*KH*KW) x (C*KH*KW, F) matmul, not a
+    batch of per-image products; the result is transposed back to NCHW (bias and ReLU after it)."""
+    (n, c, h, w, f, k, s, p, d, g, b), _ = CASES[case]
+    model, feeds, ref = conv_model(n, c, h, w, f, k, s, p, d, g, b, relu=True)
+    oh, ow = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
+    assert _conv_matmuls(model, 0, batch_rows=True) == [([n * oh * ow, c * k * k], [c * k * k, f])]
+    assert _conv_matmuls(model, 0) != [([n * oh * ow, c * k * k], [c * k * k, f])]
+    (out,), _ = _run(model, feeds, device, conv_pixel_multiple=0, conv_batch_rows=True)
+    _check(out, ref)
 
 
 @pytest.mark.parametrize("hw,k,transposed", [(7, 3, True), (7, 1, True), (14, 3, True), (14, 1, False), (8, 3, False),

@@ -72,3 +72,46 @@ def test_matmuls_with_other_left_operands_stay_apart(device):
     for out, ref in zip(exe(*xs), g.reference(*xs)):
         np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
     exe.close()
+
+
+def _rmsnorm_mlp_onnx(rng, hidden=64, ffn=96) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A Llama MLP block as torch.onnx exports it at decode time: x [1, 1, hidden], RMSNorm (Pow, ReduceMean,
+    Add, Sqrt, Div, Mul, Mul by its weight), gate and up projections, SwiGLU, down projection, residual Add."""
+    pytest.importorskip("onnx", reason="the ONNX frontend needs the onnx package (test extra)")
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    x = rng.standard_normal((1, 1, hidden)).astype(np.float32)
+    gamma = (rng.random(hidden) + 0.5).astype(np.float32)
+    wg, wu = ((rng.standard_normal((hidden, ffn)) / 8).astype(np.float32) for _ in range(2))
+    wd = (rng.standard_normal((ffn, hidden)) / 8).astype(np.float32)
+    consts = {"two": np.float32(2), "eps": np.float32(1e-6), "one": np.float32(1), "axes": np.array([-1])}
+    inits = [nh.from_array(np.asarray(v), k) for k, v in consts.items()]
+    inits += [nh.from_array(a, n) for a, n in ((gamma, "gamma"), (wg, "Wg"), (wu, "Wu"), (wd, "Wd"))]
+    nodes = [h.make_node("Pow", ["x", "two"], ["sq"]), h.make_node("ReduceMean", ["sq", "axes"], ["var"], keepdims=1),
+             h.make_node("Add", ["var", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["sd"]),
+             h.make_node("Div", ["one", "sd"], ["inv"]), h.make_node("Mul", ["x", "inv"], ["xr"]),
+             h.make_node("Mul", ["gamma", "xr"], ["xn"]),
+             h.make_node("MatMul", ["xn", "Wg"], ["gate"]), h.make_node("MatMul", ["xn", "Wu"], ["up"]),
+             h.make_node("Sigmoid", ["gate"], ["sg"]), h.make_node("Mul", ["gate", "sg"], ["silu"]),
+             h.make_node("Mul", ["silu", "up"], ["act"]), h.make_node("MatMul", ["act", "Wd"], ["down"]),
+             h.make_node("Add", ["x", "down"], ["y"])]
+    g = h.make_graph(nodes, "mlp", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT, x.shape)], inits)
+    xn = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * gamma
+    gate, up = xn @ wg, xn @ wu
+    want = x + (gate / (1 + np.exp(-gate)) * up) @ wd
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)]).SerializeToString(), x, want
+
+
+def test_gate_and_up_projections_after_rmsnorm_merge_with_their_row_scale(device, tmp_path):
+    """Exported with a [1, 1, hidden] activation, the projections are plain one-row matmuls only once their unit
+    loops are joined, after the norm's row scale was factored out of each (norm_factor.py) into an elementwise op
+    of its own: the same computation for both, so the two merge with it, the scale applied once over the merged
+    output."""
+    model, x, want = _rmsnorm_mlp_onnx(np.random.default_rng(2))
+    (tmp_path / "mlp.onnx").write_bytes(model)
+    with portable.compile(str(tmp_path / "mlp.onnx"), device=device) as exe:
+        assert (64, 192) in [c.shape for c in exe.executable.constants.values()]
+        np.testing.assert_allclose(exe(x)[0], want, rtol=2e-5, atol=2e-5)

@@ -132,8 +132,8 @@ def test_split_k_splits_a_long_gemv():
     assert op_names(c.module).count("linalg.generic") > before.count("linalg.generic")
 
 
-@pytest.mark.parametrize("name", ["unfuse-reductions", "rewrites", "windows", "unfuse-producers", "split-rows",
-                                  "reduction-inputs"])
+@pytest.mark.parametrize("name", ["unfuse-reductions", "rewrites", "horizontal", "windows", "unfuse-producers",
+                                  "split-rows", "epilogue-shapes", "reduction-inputs"])
 def test_graph_stages_keep_linalg_on_tensors(name):
     _, c, _ = at_stage(MATMUL_SOFTMAX, name, options_for("nvidia"))
     names = op_names(c.module)

@@ -116,14 +116,17 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
     from onnx import numpy_helper
 
     seed, draws = _draws(model)
-    by_hash = {}  # a draw's bytes, and for a matrix its transpose's (a Gemm's weight, stored as the kernel reads)
+    # A draw's bytes, and those of its transpose as a (first dim, rest) matrix: a Gemm's weight, or a convolution's
+    # filters as the transposed im2col form reads them, stored as the kernel reads them.
+    by_hash = {}
     for init in model.graph.initializer:
         if init.name in draws:
             arr = numpy_helper.to_array(init).astype(np.float32)
             by_hash[hashlib.sha256(arr.tobytes()).hexdigest()] = [*draws[init.name]]
-            if arr.ndim == 2:
-                by_hash[hashlib.sha256(np.ascontiguousarray(arr.T).tobytes()).hexdigest()] = \
-                    [*draws[init.name], list(arr.shape)]
+            if arr.ndim >= 2:
+                mat = arr.reshape(arr.shape[0], -1)
+                by_hash[hashlib.sha256(np.ascontiguousarray(mat.T).tobytes()).hexdigest()] = \
+                    [*draws[init.name], list(mat.shape)]
     entries: dict[str, list] = {}
     scaled: dict[str, list] = {}
     dims = {init.name: [int(d) for d in init.dims] for init in model.graph.initializer if init.name in draws}

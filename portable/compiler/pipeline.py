@@ -28,6 +28,8 @@ from .graph import (
     collapse_dims,
     contraction_layout,
     conv_gemm,
+    epilogue_shapes,
+    horizontal,
     named_ops,
     narrow_i64,
     reduction_inputs,
@@ -141,7 +143,7 @@ def _conv_gemm(c: Compilation) -> bool:
         return False
     conv_gemm.convs_to_matmul(c.func, c.options.im2col_max_bytes, c.options.conv_pixel_multiple or 0,
                               c.options.conv_k_multiple or 0, bool(c.options.conv_winograd),
-                              bool(c.options.matmul_row_vector_cols))
+                              bool(c.options.matmul_row_vector_cols), bool(c.options.conv_batch_rows))
     return True
 
 
@@ -260,11 +262,14 @@ STAGES: list[Stage] = [
     Stage("contraction-layout", _passes_if(CLEAN, lambda c: contraction_layout.canonical_contractions(
         c.func, keep_ragged=bool(c.options.loop_vectorize)))),
     Stage("collapse-loops", _passes_if(CLEAN, lambda c: collapse_dims.collapse_matmul_loops(c.func))),
+    # Projections whose heads split their loops (Q/K/V of exported decoders) are plain one-row matmuls only now.
+    Stage("horizontal", _passes_if(GENERALIZE, lambda c: horizontal.fuse_shared_lhs_matmuls(c.func))),
     Stage("windows", _passes_if(CLEAN, lambda c: windows.unroll_small_windows(c.func, c.options.window_taps or 0))),
     Stage("split-k", _passes_if(GENERALIZE, lambda c: split_k.split_matmuls(c.func, c.options))),  # fills: named ops
     # Producers fused into a matmul that recomputes them per output column leave it (fusion_cost.py).
     Stage("unfuse-producers", _passes_if(GENERALIZE, lambda c: split_k.unfuse_producers(c.func, c.options))),
     Stage("split-rows", _passes_if(GENERALIZE, lambda c: split_rows.split_rows(c.func, c.options))),
+    Stage("epilogue-shapes", _passes_if(CLEAN, lambda c: epilogue_shapes.take_epilogues_into_result_shapes(c.func))),
     Stage("reduction-inputs", _passes_if(CLEAN, lambda c: reduction_inputs.fuse_into_reductions(c.func, c.options))),
     Stage("stride-phases", _stride_phases),
     # Dispatch formation, strategies, and the transform script that tiles, bufferizes and maps to the GPU.

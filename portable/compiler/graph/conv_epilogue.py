@@ -105,7 +105,8 @@ def sink_expand(expand: ir.Operation) -> ir.Operation:
             return expand
         groups = reassociation_groups(expand)
         big = list(ir.RankedTensorType(res.type).shape)
-        small_t = ir.RankedTensorType(expand.operands[0].type)
+        small_t = ir.RankedTensorType.get(ir.RankedTensorType(expand.operands[0].type).shape,
+                                          ir.RankedTensorType(user.results[0].type).element_type)
         out = ops_[nin]
         with ir.InsertionPoint(user), user.location:
             new_ins = [_collapse_operand(v, m, groups, big) for v, m in zip(ops_[:nin], maps[:nin])]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...ir.linalg_info import indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import arith, ir, linalg, tensor
+from ...ir.util import reassociation_attr
 from . import winograd as wino
 from .conv_epilogue import collapse, fill_accumulator, finish, prod, sink_expand, zero_attr
 from .gathers import clamped, gather_generic, index_const, zero_pad_source
@@ -211,7 +212,7 @@ def _nchw_conv_params(its: list[str], x_map: str, w_map: str, o_map: str) -> tup
 
 
 def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
-                        winograd: bool = False, row_vectors: bool = False) -> bool:
+                        winograd: bool = False, row_vectors: bool = False, batch_rows: bool = False) -> bool:
     """linalg.conv_2d_nchw_fchw (and conv_2d_ngchw_gfchw) -> per image and group, W as an (F, C*KH*KW) matrix
     times patches as a (C*KH*KW, OH*OW) matrix: a plain matmul for one image and group, a batched one otherwise.
     A 1x1 stride-1 unpadded convolution multiplies the input viewed as (C, H*W) with no gather. Skipped (False)
@@ -235,7 +236,11 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     (ResNet's stem on lavapipe: 3.9 GFLOP/s with K = 147, 18 with K = 196).
 
     `winograd` (the profile's conv_winograd): a 3x3 stride-1 convolution with constant f32 weights,
-    wide enough for it to pay (winograd.worth_it), runs as F(2x2, 3x3) (winograd.py) instead."""
+    wide enough for it to pay (winograd.worth_it), runs as F(2x2, 3x3) (winograd.py) instead.
+
+    `batch_rows` (the profile's conv_batch_rows): a batch of images with constant weights (one group) takes the
+    transposed form with every image's pixels as rows of one matmul. On PoCL its copies cost more than they save
+    (8 x 128 x 28 x 28 -> 512 1x1: 21 -> 31 ms, 2026-12-07), so CPU-driver profiles keep per-image products."""
     params = _nchw_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
     if elem is None:
@@ -278,6 +283,14 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     # One pixel, on the profiles whose matrix-vector products take vector columns (matmul_row_vector_cols, lavapipe:
     # its matmuls read K-long columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps
     # the column form (its 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
+    # A batch of images (one group): their pixels are the rows of one matmul in the transposed form, not a batch
+    # of per-image products (H100, ResNet-50 at batch 8: those ran a workgroup of 49 pixel threads over 2 filters,
+    # 6-10 TFLOP/s, benchmarks/results/gpu-host-2026-12-07-h100-session5).
+    if batch_rows and kept == [0] and nb == 1 and \
+            prod(batch) * c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
+            _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
+                        pixel_multiple or 1, images=batch[0]):
+        return True
     if row_vectors and direct_view and p == 1 and not kept and nb == 1 and _one_pixel(conv, src, w, init, c, f, elem):
         return True
     k = c * kh * kw
@@ -389,21 +402,23 @@ def _one_pixel(conv: ir.Operation, src: ir.Value, w: ir.Value, init: ir.Value, c
 
 
 def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value,
-                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type, f_multiple: int = 1) -> bool:
-    """nchw_conv_to_matmul's transposed form for one image and group; False (nothing changed) unless the
-    weights are a constant. A filter count that `f_multiple` does not divide is padded to one it does with zero
-    filters, whose columns the transpose back leaves out, where that adds at most 1/16 of the work: the product's
-    columns are the register tile's vectors (SqueezeNet's 1000 classifier filters had 4-wide ones). The slice costs
-    a copy kernel, which smaller counts (40, 120) would not pay back."""
+                groups: list[list[int]], dims: tuple, strides: tuple, elem: ir.Type, f_multiple: int = 1,
+                images: int = 1) -> bool:
+    """nchw_conv_to_matmul's transposed form for one group of `images` images, their pixels the rows of one
+    matmul; False (nothing changed) unless the weights are a constant. A filter count that `f_multiple` does not
+    divide is padded to one it does with zero filters, whose columns the transpose back leaves out, where that adds
+    at most 1/16 of the work: the product's columns are the register tile's vectors (SqueezeNet's 1000 classifier
+    filters had 4-wide ones). The slice costs a copy kernel, which smaller counts (40, 120) would not pay back."""
     wv = dense_constant(w)
     if wv is None:
         return False
     f, c, kh, kw, oh, ow, h, wd = dims
     sh, sw, dh, dw = strides
     p, k = oh * ow, c * kh * kw
+    rows = images * p
     masked = any(low) or h < (oh - 1) * sh + (kh - 1) * dh + 1 or wd < (ow - 1) * sw + (kw - 1) * dw + 1
     with ir.InsertionPoint(conv), conv.location:
-        placeholder = tensor.EmptyOp([p, k], elem)
+        placeholder = tensor.EmptyOp([rows, k], elem)
 
     def split(i: ir.Value, sizes: list[int]) -> list[ir.Value]:
         """Flat index `i` over row-major `sizes` -> one index per size (no division for a size of 1)."""
@@ -415,10 +430,10 @@ def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, 
         return out
 
     def body(ix):
-        (boh, bow), (bc, bkh, bkw) = split(ix[0], [oh, ow]), split(ix[1], [c, kh, kw])
+        (bn, boh, bow), (bc, bkh, bkw) = split(ix[0], [images, oh, ow]), split(ix[1], [c, kh, kw])
         ok_h, hh = clamped(_spatial(boh, bkh, sh, dh, low[-2]), h)
         ok_w, ww = clamped(_spatial(bow, bkw, sw, dw, low[-1]), wd)
-        v = tensor.ExtractOp(src, [index_const(0), bc, hh, ww]).result
+        v = tensor.ExtractOp(src, [bn, bc, hh, ww]).result
         if masked:
             zero = arith.ConstantOp(elem, zero_attr(elem)).result
             v = arith.SelectOp(arith.AndIOp(ok_h, ok_w).result, v, zero).result
@@ -427,7 +442,7 @@ def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, 
     # Gathered over (pixel, tap) flat: over (oh, ow, c, kh, kw) the threads of a workgroup took only the small
     # innermost loops (a 1x1 convolution's channels, a stem's 3x3x3), and lavapipe ran one 16-64-thread workgroup
     # per pixel (12321 of them for SqueezeNet's 111x111 stem: 18 ms).
-    patches = gather_generic(placeholder.operation, ir.RankedTensorType.get([p, k], elem), body)
+    patches = gather_generic(placeholder.operation, ir.RankedTensorType.get([rows, k], elem), body)
     fp = -(-f // f_multiple) * f_multiple
     fp = fp if 16 * (fp - f) <= f else f
     with ir.InsertionPoint(conv), conv.location:
@@ -435,11 +450,18 @@ def _transposed(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, 
         wt_value = np.zeros((k, fp), dtype=wv.dtype)
         wt_value[:, :f] = wv.reshape(f, k).T
         wt = arith.ConstantOp(wt_type, ir.DenseElementsAttr.get(wt_value, type=wt_type)).result
-        acc, rest = fill_accumulator(init, [p, fp], elem)
+        acc, rest = fill_accumulator(init, [rows, fp], elem)
         mm = linalg.matmul(patches, wt, outs=[acc])
         if fp != f:
-            mm = tensor.extract_slice(ir.RankedTensorType.get([p, f], elem), mm, [], [], [], [0, 0], [p, f], [1, 1])
-        back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
+            mm = tensor.extract_slice(ir.RankedTensorType.get([rows, f], elem), mm, [], [], [], [0, 0], [rows, f],
+                                      [1, 1])
+        if images == 1:
+            back = linalg.transpose(mm, outs=[tensor.EmptyOp([f, p], elem).result], permutation=[1, 0])
+        else:
+            per_image = tensor.ExpandShapeOp(ir.RankedTensorType.get([images, p, f], elem), mm,
+                                             reassociation_attr([[0, 1], [2]]), [], [images, p, f]).result
+            back = linalg.transpose(per_image, outs=[tensor.EmptyOp([images, f, p], elem).result],
+                                    permutation=[0, 2, 1])
     finish(conv, back, groups, rest)
     return True
 
@@ -466,7 +488,7 @@ def _batched_matmul(wmat: ir.Value, patches: ir.Value, acc: ir.Value, nk: int, g
 
 
 def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int = 0, k_multiple: int = 0,
-                    winograd: bool = False, row_vectors: bool = False) -> None:
+                    winograd: bool = False, row_vectors: bool = False, batch_rows: bool = False) -> None:
     """Every (generalized) NHWC or NCHW convolution whose patch matrix fits `max_bytes` becomes im2col +
     matmul. Runs after elementwise fusion, so the patch gather stays its own kernel and the matmul vectorizes.
     `pixel_multiple` (the profile's conv_pixel_multiple): an NCHW convolution with constant weights whose output
@@ -490,7 +512,7 @@ def convs_to_matmul(func_op: ir.Operation, max_bytes: int, pixel_multiple: int =
                     sink_expand(v.owner.operation)
                     break
         nhwc_conv_to_matmul(conv, max_bytes) or nchw_conv_to_matmul(conv, max_bytes, pixel_multiple, k_multiple,
-                                                                    winograd, row_vectors)
+                                                                    winograd, row_vectors, batch_rows)
     for op in reversed(list(func_op.regions[0].blocks[0].operations)):  # pads the gathers now read through
         # Every result unused: a multi-result generic (ArgMax's value + index) may have only its first one dead.
         if op.name in ("tensor.pad", "linalg.generic", "tensor.collapse_shape", "tensor.expand_shape") and \

@@ -27,7 +27,7 @@ from ...ir.linalg_info import classify, indexing_maps, iterator_types, loop_rang
 from ...ir.mlir import ir
 from ...ir.util import clone_at
 from ...profiles import Options
-from .gather_fusion import loop_index, map_indices, pointwise
+from .gather_fusion import fuse_gathers, loop_index, map_indices, pointwise
 from .generics import rebuild_generic
 
 # Iterations of the reduction at most (scores over a 256-long cache for 6 heads of 64: 98304; a prefill's
@@ -146,4 +146,8 @@ def fuse_into_reductions(func_op: ir.Operation, o: Options) -> int:
                 done += 1
                 changed = True
                 break
+    if done:
+        # A gather left only for gathers (the concat of the cache with this step's k and v, now computed inside the
+        # scores and the values product, still read by the cache write) is computed inside those too.
+        done += fuse_gathers(func_op)
     return done
