@@ -404,6 +404,32 @@ def test_weightless_strips_convolution_filters_stored_transposed(tmp_path):
     assert weightless.restore(skel, tmp_path / "again.ptpk") == digest
 
 
+def test_weightless_strips_projections_merged_into_one_weight(tmp_path):
+    """Two one-row products of the same input run as one over their weights side by side (horizontal fusion): the
+    skeleton records the merged weight as its blocks' draws, and the restored package has the same content hash."""
+    pytest.importorskip("onnx", reason="the seeded model is an ONNX file")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable import package
+    from portable.bench import weightless
+    from portable.package import npy_load
+
+    inits = [numpy_helper.from_array(np.zeros((64, 96), np.float32), n) for n in ("wa", "wb")]
+    nodes = [helper.make_node("MatMul", ["x", "wa"], ["a"]), helper.make_node("MatMul", ["x", "wb"], ["b"]),
+             helper.make_node("Sigmoid", ["a"], ["sa"]), helper.make_node("Mul", ["sa", "b"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 96])], inits)
+    m = weightless.seed_initializers(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), seed=4)
+    pkg, skel = tmp_path / "m.ptpk", tmp_path / "m.skel"
+    digest = package.build(m, ["vulkan:nvidia"], pkg)
+    import zipfile
+
+    with zipfile.ZipFile(pkg) as z:
+        assert any(npy_load(z.read(n)).shape[-1] == 192 for n in z.namelist() if n.startswith("weights/"))
+    assert weightless.strip(pkg, skel, m) == {"stripped": 1, "kept": 0, "kept_bytes": 0}
+    assert weightless.restore(skel, tmp_path / "again.ptpk") == digest
+
+
 def test_zoo_models_report_geomeans_and_marks_failures():
     """The zoo report: ratios are peer time / portable time, the geomean takes the models that ran, a failed
     cell shows its status instead of a time."""

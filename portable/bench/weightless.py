@@ -129,6 +129,7 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
                     [*draws[init.name], list(mat.shape)]
     entries: dict[str, list] = {}
     scaled: dict[str, list] = {}
+    joined: dict[str, list] = {}
     dims = {init.name: [int(d) for d in init.dims] for init in model.graph.initializer if init.name in draws}
     kept = kept_bytes = 0
     with zipfile.ZipFile(package_path) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
@@ -145,11 +146,15 @@ def strip(package_path: str | Path, out: str | Path, model) -> dict:
                 if how is not None:
                     scaled[info.filename] = [list(arr.shape), *how]
                     continue
+                parts = _column_blocks(arr, seed, draws, dims) if arr.dtype == np.float32 else None
+                if parts is not None:
+                    joined[info.filename] = [list(arr.shape), parts]
+                    continue
                 kept += 1
                 kept_bytes += len(data)
             w.writestr(info.filename, data)
-        w.writestr(RECIPE, json.dumps({"seed": seed, "entries": entries, "row_scaled": scaled}))
-    return {"stripped": len(entries) + len(scaled), "kept": kept, "kept_bytes": kept_bytes}
+        w.writestr(RECIPE, json.dumps({"seed": seed, "entries": entries, "row_scaled": scaled, "joined": joined}))
+    return {"stripped": len(entries) + len(scaled) + len(joined), "kept": kept, "kept_bytes": kept_bytes}
 
 
 def _row_scaled(arr: np.ndarray, seed: int, draws: dict, dims: dict) -> list | None:
@@ -179,6 +184,44 @@ def _row_scaled(arr: np.ndarray, seed: int, draws: dict, dims: dict) -> list | N
     return None
 
 
+def _column_blocks(arr: np.ndarray, seed: int, draws: dict, dims: dict) -> list | None:
+    """A weight the compiler concatenated along its columns (projections of one input merged into one product,
+    compiler/graph/horizontal.py): per block of columns, left to right, [matrix draw, its (rows, cols), scale draw
+    or None] when each block holds a matrix's draw, or its draw times a per-row scale's, bit for bit; else None.
+    Each candidate is tried on the block's first row before the whole block is drawn."""
+    if arr.ndim < 2:
+        return None
+    arr = arr.reshape(-1, arr.shape[-1])  # split along K, it is stored as [slices, rows per slice, columns]
+    rows, width = arr.shape
+    matrices = [(n, d) for n, d in draws.items() if len(dims[n]) == 2 and dims[n][0] == rows]
+    scales = [None] + [d for n, d in draws.items() if dims[n] == [rows]]
+    parts, at = [], 0
+    while at < width:
+        found = None
+        for name, d in matrices:
+            cols = dims[name][1]
+            if at + cols > width:
+                continue
+            first = draw(seed, int(d[0]), cols, float(d[1]), float(d[2]))
+            for v in scales:
+                s0 = 1.0 if v is None else draw(seed, int(v[0]), 1, float(v[1]), float(v[2]))[0]
+                if not np.array_equal(first * np.float32(s0) if v is not None else first, arr[0, at:at + cols]):
+                    continue
+                full = draw(seed, int(d[0]), rows * cols, float(d[1]), float(d[2])).reshape(rows, cols)
+                if v is not None:
+                    full = full * draw(seed, int(v[0]), rows, float(v[1]), float(v[2]))[:, None]
+                if np.array_equal(full, arr[:, at:at + cols]):
+                    found = [list(d[:3]), [rows, cols], None if v is None else list(v[:3])]
+                    break
+            if found is not None:
+                break
+        if found is None:
+            return None
+        parts.append(found)
+        at += found[1][1]
+    return parts if len(parts) > 1 else None
+
+
 def restore(skeleton: str | Path, out: str | Path) -> str:
     """The package again from its skeleton (numpy only); returns its content hash, checked by reading it."""
     from ..package import Package
@@ -201,6 +244,14 @@ def restore(skeleton: str | Path, out: str | Path) -> str:
         mat = draw(seed, int(index), rows * cols, float(scale), float(offset)).reshape(rows, cols)
         vec = draw(seed, int(vindex), rows, float(vscale), float(voffset))
         entries[name] = npy_bytes((mat * vec[:, None]).reshape(shape))
+    for name, (shape, parts) in recipe.get("joined", {}).items():
+        blocks = []
+        for (index, scale, offset), (rows, cols), vec in parts:
+            block = draw(seed, int(index), rows * cols, float(scale), float(offset)).reshape(rows, cols)
+            if vec is not None:
+                block = block * draw(seed, int(vec[0]), rows, float(vec[1]), float(vec[2]))[:, None]
+            blocks.append(block)
+        entries[name] = npy_bytes(np.concatenate(blocks, axis=1).reshape(shape))
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as w:  # the order package.write gives
