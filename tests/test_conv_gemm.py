@@ -150,6 +150,13 @@ def test_batch_as_rows_of_one_matmul(device, case):
     _check(out, ref)
 
 
+def test_batch_of_large_images_keeps_per_image_products():
+    """24x24 = 576 output pixels per image (from conv_gemm.BATCH_ROWS_PIXELS on): transposing such outputs back to
+    NCHW costs what one product over the batch saves, so each image keeps its own (F, C) x (C, 576) product."""
+    model, _, _ = conv_model(2, 8, 24, 24, 16, 1, 1, 0, 1, 1, False)
+    assert _conv_matmuls(model, 0, batch_rows=True) == []  # the batched generic: no linalg.matmul
+
+
 @pytest.mark.parametrize("hw,k,transposed", [(7, 3, True), (7, 1, True), (14, 3, True), (14, 1, False), (8, 3, False),
                                              (4, 1, False), (1, 1, False), (3, 3, False)])
 def test_ragged_pixels_multiply_transposed(hw, k, transposed):

@@ -145,7 +145,10 @@ def test_int8_decoder_greedy_matches_onnxruntime(device, tmp_path, mode):
     path = tmp_path / f"{mode}.onnx"
     if mode == "dynamic":
         quantize_dynamic(str(f32), str(path), weight_type=QuantType.QInt8)
-        op, tol = "MatMulInteger", 2e-2  # activations quantized per call: a rounding tie may fall either way
+        # Activations quantized per call: a rounding tie may fall either way. onnxruntime's own int8 products
+        # differ by CPU: against them the logits drifted up to 0.047 on an AMD EPYC host (tokens equal), under 0.02
+        # on an Intel Xeon.
+        op, tol = "MatMulInteger", 6e-2
     else:
         reader = type("Reader", (_Prefills, CalibrationDataReader), {})(*kv_shape(model))
         quantize_static(str(f32), str(path), reader, quant_format=QuantFormat.QDQ, weight_type=QuantType.QInt8,

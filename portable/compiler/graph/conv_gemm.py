@@ -283,10 +283,9 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     # One pixel, on the profiles whose matrix-vector products take vector columns (matmul_row_vector_cols, lavapipe:
     # its matmuls read K-long columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps
     # the column form (its 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
-    # A batch of images (one group): their pixels are the rows of one matmul in the transposed form, not a batch
-    # of per-image products (H100, ResNet-50 at batch 8: those ran a workgroup of 49 pixel threads over 2 filters,
-    # 6-10 TFLOP/s, benchmarks/results/gpu-host-2026-12-07-h100-session5).
-    if batch_rows and kept == [0] and nb == 1 and \
+    # A batch of images (one group) with few pixels each: their pixels are the rows of one matmul in the transposed
+    # form, not a batch of per-image products (BATCH_ROWS_PIXELS).
+    if batch_rows and kept == [0] and nb == 1 and p < BATCH_ROWS_PIXELS and \
             prod(batch) * c * kh * kw * p * max(elem.width // 8, 1) <= max_bytes and \
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
                         pixel_multiple or 1, images=batch[0]):
@@ -338,6 +337,14 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             mm = _batched_matmul(wmat, patches, acc, len(kept), g_kept)
     finish(conv, mm, groups, rest)
     return True
+
+
+# conv_batch_rows takes convolutions of fewer output pixels per image than this. H100, ResNet-50 at batch 8, device
+# clock per stage, per-image products -> one product over the batch's pixels (gpu-host-2026-12-07-h100-session5):
+# 7x7 layers 1935 -> 1058 us and 14x14 2795 -> 2090 us (the per-image form ran 49-pixel workgroups over 2 filters
+# each, 6-10 TFLOP/s), but 28x28 1705 -> 1657 and 56x56 642 -> 1417 us, where transposing the larger outputs back
+# to NCHW costs what the faster products save.
+BATCH_ROWS_PIXELS = 512
 
 
 def _padded_k(conv: ir.Operation, src: ir.Value, low: list[int], w: ir.Value, init: ir.Value,
