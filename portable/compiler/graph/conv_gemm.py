@@ -238,8 +238,9 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
     `winograd` (the profile's conv_winograd): a 3x3 stride-1 convolution with constant f32 weights,
     wide enough for it to pay (winograd.worth_it), runs as F(2x2, 3x3) (winograd.py) instead.
 
-    `batch_rows` (the profile's conv_batch_rows): a batch of images with constant weights (one group) takes the
-    transposed form with every image's pixels as rows of one matmul. On PoCL its copies cost more than they save
+    `batch_rows` (the profile's conv_batch_rows): a batch of images with constant weights (one group) and fewer
+    than BATCH_ROWS_PIXELS output pixels each takes the transposed form with every image's pixels as rows of one
+    matmul. On PoCL its copies cost more than they save
     (8 x 128 x 28 x 28 -> 512 1x1: 21 -> 31 ms, 2026-12-07), so CPU-driver profiles keep per-image products."""
     params = _nchw_conv_params(*_map_results(conv))
     elem = _same_elem(conv) if params else None
@@ -280,9 +281,6 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
                         pixel_multiple):
         return True
-    # One pixel, on the profiles whose matrix-vector products take vector columns (matmul_row_vector_cols, lavapipe:
-    # its matmuls read K-long columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps
-    # the column form (its 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
     # A batch of images (one group) with few pixels each: their pixels are the rows of one matmul in the transposed
     # form, not a batch of per-image products (BATCH_ROWS_PIXELS).
     if batch_rows and kept == [0] and nb == 1 and p < BATCH_ROWS_PIXELS and \
@@ -290,6 +288,9 @@ def nchw_conv_to_matmul(conv: ir.Operation, max_bytes: int, pixel_multiple: int 
             _transposed(conv, src, low, w, init, groups, (f, c, kh, kw, oh, ow, h, wd), (sh, sw, dh, dw), elem,
                         pixel_multiple or 1, images=batch[0]):
         return True
+    # One pixel, on the profiles whose matrix-vector products take vector columns (matmul_row_vector_cols, lavapipe:
+    # its matmuls read K-long columns one scalar per lane): as a row vector times the filters transposed. PoCL keeps
+    # the column form (its 1x960 @ 960x1280 head ran 139 -> 207 us transposed, 2026-12-07).
     if row_vectors and direct_view and p == 1 and not kept and nb == 1 and _one_pixel(conv, src, w, init, c, f, elem):
         return True
     k = c * kh * kw
