@@ -16,20 +16,35 @@ and was computed again inside the next norm's reduction as well.
 
 from __future__ import annotations
 
-from ...ir.linalg_info import iterator_types
+from ...ir.linalg_info import iterator_types, num_inputs
 from ...ir.mlir import ir
+from ...ir.util import as_operation
 from .conv_epilogue import sink_expand
+
+_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
+def _unreshaped(v: ir.Value) -> ir.Value:
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in _RESHAPES:
+        v = v.owner.operation.operands[0]
+    return v
 
 
 def _expands_a_reduction(op: ir.Operation) -> bool:
-    """Whether `op` is an expand_shape of the one result of a linalg.generic with a reduction loop, used only here."""
+    """Whether `op` is an expand_shape of the one result of a linalg.generic with a reduction loop, used only here,
+    read by one op that reads none of the reduction's inputs: an op that does is a step of a row chain (a norm's
+    x - mean(x)), which dispatch formation keeps in the rows' shape (row_chains.py)."""
     if op.name != "tensor.expand_shape":
         return False
     src = op.operands[0]
     if not isinstance(src, ir.OpResult) or src.owner.operation.name != "linalg.generic":
         return False
     producer = src.owner.operation
-    return len(producer.results) == 1 and "reduction" in iterator_types(producer) and len(list(src.uses)) == 1
+    if len(producer.results) != 1 or "reduction" not in iterator_types(producer) or len(list(src.uses)) != 1:
+        return False
+    users = [as_operation(u.owner) for u in op.results[0].uses]
+    inputs = {_unreshaped(v) for v in list(producer.operands)[:num_inputs(producer)]}
+    return len(users) == 1 and not any(_unreshaped(v) in inputs for v in users[0].operands)
 
 
 def take_epilogues_into_result_shapes(func_op: ir.Operation) -> int:
