@@ -29,16 +29,14 @@ def exported(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("arch,exporter", [("llama", "legacy"), ("qwen2", "dynamo"), ("gpt2", "legacy")])
-def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
-    """Five tokens in the cache (of 32 slots, the rest padding), one new token: logits and the written cache."""
+def _decode_step(path, seed: int):
+    """(step graph, signature, inputs, onnxruntime's outputs) of one decode step: five tokens in the cache (of 32
+    slots, the rest padding), one new token, the past drawn from `seed`."""
     import onnxruntime as ort
 
-    import portable
-
-    model, sig = with_cache_write(__import__("onnx").load(str(exported(arch, exporter))))
+    model, sig = with_cache_write(__import__("onnx").load(str(path)))
     cap, n = 32, 5
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     index = np.arange(cap)
     index[n] = cap
     mask = np.zeros((1, cap + 1), np.int64)
@@ -51,6 +49,17 @@ def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
             for name in sig.input_names]
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, dict(
         zip(sig.input_names, args)))
+    return model, sig, args, ref
+
+
+@pytest.mark.parametrize("arch,exporter", [("llama", "legacy"), ("qwen2", "dynamo"), ("gpt2", "legacy")])
+def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
+    """Five tokens in the cache (of 32 slots, the rest padding), one new token: logits and the written cache."""
+
+    import portable
+
+    model, sig, args, ref = _decode_step(exported(arch, exporter), 0)
+    n = 5  # the new row's slot (_decode_step)
     exe = portable.compile(model, device=device, input_shapes=[a.shape for a in args])
     out = exe(*args)
     for r, o, name in zip(ref, out, sig.output_names):
@@ -67,28 +76,13 @@ def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, ex
     each one product over concatenated weights, residual Adds in the partial sums' kernels, the cache concat computed
     inside the scores, the values product and the cache write), on this device: logits and cache as onnxruntime's,
     in 9 kernels a layer fewer."""
-    import onnxruntime as ort
 
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
     from portable.compiler.pipeline import compile_module
     from portable.devices import open_device
 
-    model, sig = with_cache_write(__import__("onnx").load(str(exported(arch, exporter))))
-    cap, n = 32, 5
-    rng = np.random.default_rng(1)
-    index = np.arange(cap)
-    index[n] = cap
-    mask = np.zeros((1, cap + 1), np.int64)
-    mask[0, :n] = 1
-    mask[0, cap] = 1
-    feeds = {"input_ids": np.array([[42]]), "attention_mask": mask, "position_ids": np.array([[n]]),
-             "kv_index": index}
-    args = [feeds[name] if name in feeds else
-            rng.standard_normal((1, sig.kv_heads[0], cap, sig.head_dims[0])).astype(np.float32)
-            for name in sig.input_names]
-    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, dict(
-        zip(sig.input_names, args)))
+    model, sig, args, ref = _decode_step(exported(arch, exporter), 1)
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), reduction_threads=64,
                 fill_threads=4096)
