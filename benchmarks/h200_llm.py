@@ -53,7 +53,7 @@ def _model(config: dict):
     return model.eval()
 
 
-def export(out: Path, size: str) -> None:
+def export(out: Path, size: str, sources: bool = False) -> None:
     import onnx
 
     from portable import package
@@ -77,6 +77,12 @@ def export(out: Path, size: str) -> None:
     t = time.perf_counter()
     if not pkg.exists():
         package.build(step, TARGETS, pkg, input_shapes=shapes)
+    if sources:  # per-dispatch ONNX nodes for `portable profile --sources` on the GPU host
+        from portable import profiling
+
+        for target in TARGETS:
+            api = target.split(":")[0]
+            profiling.source_map(step, target.split(":")[1], api, out / f"llm-c{CAPACITY}.{api}.sources.json", shapes)
     stats = weightless.strip(pkg, out / f"llm-c{CAPACITY}.skel", step)
     (out / f"llm-c{CAPACITY}.hash").write_text(package.Package(pkg).content_hash)
     (out / "llm.json").write_text(json.dumps({"config": SIZES[size], "size": size, "capacity": CAPACITY, "seed": SEED,
@@ -209,6 +215,7 @@ def main(argv=None) -> int:
     e = sub.add_parser("export")
     e.add_argument("dir", type=Path)
     e.add_argument("--size", choices=sorted(SIZES), default="140m")
+    e.add_argument("--sources", action="store_true", help="also the per-dispatch source maps (portable profile)")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--out", type=Path, required=True)
@@ -219,7 +226,7 @@ def main(argv=None) -> int:
     r.add_argument("--no-torch", action="store_true", help="portable only (a second build measured beside a first)")
     a = ap.parse_args(argv)
     if a.cmd == "export":
-        export(a.dir, a.size)
+        export(a.dir, a.size, a.sources)
     else:
         run(a.dir, a.out, a.prompt_len, a.new, a.repeats, a.device.split(","), not a.no_torch)
     return 0

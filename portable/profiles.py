@@ -93,6 +93,7 @@ class Codegen(Section):
     elementwise_dividing_tiles: bool | None = None
     reduction_threads: int | None = None
     fill_threads: int | None = None
+    launch_ops: int | None = None
     min_workgroups: int | None = None
     im2col_max_bytes: int | None = None
     conv_pixel_multiple: int | None = None

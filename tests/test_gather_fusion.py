@@ -144,3 +144,54 @@ def test_rotary_into_cache_values(device, tmp_path):
     y = np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
     (new,) = portable.load(tmp_path / "c.ptx", device=device)(x, cos, sin, mask, cache)
     np.testing.assert_allclose(new, np.where(mask, y, cache), rtol=1e-5, atol=1e-5)
+
+
+def _heads_rotated_scores():
+    """A decoder's scores as Hugging Face exports them: the projected q [1, 1, H * D] split into heads (Reshape,
+    Transpose), rotated (q * cos + rotate_half(q) * sin, rotate_half = concat(-x2, x1)), times K^T over T keys."""
+    f32 = TensorProto.FLOAT
+    t = 40
+    inits = [_ints("heads", [1, 1, H, D]), _ints("lo", [0]), _ints("mid", [D // 2]), _ints("hi", [D]),
+             _ints("ax", [3])]
+    nodes = [helper.make_node("Reshape", ["x", "heads"], ["xh"]),
+             helper.make_node("Transpose", ["xh"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Slice", ["q", "lo", "mid", "ax"], ["q1"]),
+             helper.make_node("Slice", ["q", "mid", "hi", "ax"], ["q2"]),
+             helper.make_node("Neg", ["q2"], ["n2"]),
+             helper.make_node("Concat", ["n2", "q1"], ["rot"], axis=3),
+             helper.make_node("Mul", ["q", "cos"], ["a"]), helper.make_node("Mul", ["rot", "sin"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["qr"]),
+             helper.make_node("MatMul", ["qr", "kt"], ["s"])]
+    ins = [helper.make_tensor_value_info("x", f32, [1, 1, H * D]),
+           helper.make_tensor_value_info("cos", f32, [1, 1, 1, D]),
+           helper.make_tensor_value_info("sin", f32, [1, 1, 1, D]),
+           helper.make_tensor_value_info("kt", f32, [1, H, D, t])]
+    outs = [helper.make_tensor_value_info("s", f32, [1, H, 1, t])]
+    graph = helper.make_graph(nodes, "scores", ins, outs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_heads_transpose_read_by_the_rotation():
+    """On a GPU profile the transpose into heads is computed where the rotation reads q (an index remap), and the
+    rotated q inside the scores: one kernel, where the transpose, the rotation and the scores had been three."""
+    exe = compile_module(onnx_to_mlir(_heads_rotated_scores()),
+                         profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
+    assert len(exe.dispatches) == 1
+
+
+def test_heads_rotated_scores_values(device):
+    exe = _compile(_heads_rotated_scores(), device)
+    x = RNG.standard_normal((1, 1, H * D)).astype(np.float32)
+    cos, sin = (RNG.standard_normal((1, 1, 1, D)).astype(np.float32) for _ in range(2))
+    kt = RNG.standard_normal((1, H, D, 40)).astype(np.float32)
+    q = x.reshape(1, 1, H, D).transpose(0, 2, 1, 3)
+    rot = np.concatenate([-q[..., D // 2:], q[..., :D // 2]], axis=-1)
+    from portable.api import CompiledGraph
+
+    live = open_device(device)
+    graph = CompiledGraph(exe, live, 1)
+    try:
+        (s,) = graph(x, cos, sin, kt)
+    finally:
+        graph.close()
+    np.testing.assert_allclose(s, (q * cos + rot * sin) @ kt, rtol=1e-4, atol=1e-4)

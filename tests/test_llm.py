@@ -29,13 +29,13 @@ def exported(tmp_path_factory):
     return get
 
 
-def _decode_step(path, seed: int):
-    """(step graph, signature, inputs, onnxruntime's outputs) of one decode step: five tokens in the cache (of 32
+def _decode_step(path, seed: int, cap: int = 32):
+    """(step graph, signature, inputs, onnxruntime's outputs) of one decode step: five tokens in the cache (of `cap`
     slots, the rest padding), one new token, the past drawn from `seed`."""
     import onnxruntime as ort
 
     model, sig = with_cache_write(__import__("onnx").load(str(path)))
-    cap, n = 32, 5
+    n = 5
     rng = np.random.default_rng(seed)
     index = np.arange(cap)
     index[n] = cap
@@ -70,22 +70,24 @@ def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
     np.testing.assert_array_equal(out[sig.present[0]][:, :, n + 1:], past0[:, :, n + 1:])
 
 
-@pytest.mark.parametrize("arch,exporter", [("llama", "legacy"), ("qwen2", "dynamo")])
-def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, exporter):
-    """The step as GPU profiles compile it (reduction_threads, fill_threads: split-K projections, Q/K/V and gate/up
-    each one product over concatenated weights, residual Adds in the partial sums' kernels, the cache concat computed
-    inside the scores, the values product and the cache write), on this device: logits and cache as onnxruntime's,
-    in 9 kernels a layer fewer."""
+@pytest.mark.parametrize("arch,exporter,cap", [("llama", "legacy", 32), ("qwen2", "dynamo", 32),
+                                               ("llama", "legacy", 256)])
+def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, exporter, cap):
+    """The step as GPU profiles compile it (reduction_threads, fill_threads, launch_ops: split-K projections, Q/K/V
+    and gate/up each one product over concatenated weights, residual Adds in the partial sums' kernels, q's heads
+    and rotation and the cache concat computed inside the scores, the values product and the cache write, SwiGLU
+    in the down projection's partial sums; at 256 slots the values product shares each of its 257 rows over a
+    workgroup), on this device: logits and cache as onnxruntime's."""
 
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
     from portable.compiler.pipeline import compile_module
     from portable.devices import open_device
 
-    model, sig, args, ref = _decode_step(exported(arch, exporter), 1)
+    model, sig, args, ref = _decode_step(exported(arch, exporter), 1, cap)
     live = open_device(device)
     opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), reduction_threads=64,
-                fill_threads=4096)
+                fill_threads=4096, launch_ops=200_000_000)
     exe = compile_module(graph_text(model, [a.shape for a in args]), opts, (live.info.api,))
     graph = CompiledGraph(exe, live, 1)
     try:
@@ -94,8 +96,8 @@ def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, ex
         graph.close()
     for r, o, name in zip(ref, out, sig.output_names):
         np.testing.assert_allclose(o, r, atol=1e-4, rtol=1e-4, err_msg=name)
-    if arch == "llama":  # 2 layers: 64 kernels with each projection, residual Add and cache concat apart
-        assert len(exe.dispatches) <= 46, len(exe.dispatches)
+    if arch == "llama" and cap == 32:  # 2 layers: 64 kernels with each projection, residual Add and cache concat apart
+        assert len(exe.dispatches) <= 44, len(exe.dispatches)
 
 
 @pytest.mark.parametrize("arch,exporter", [("phi", "legacy"), ("phi", "dynamo"), ("gemma", "legacy"),

@@ -192,3 +192,35 @@ def test_swiglu_matrix_vector_product_splits_past_a_weight_size(device, tmp_path
     xs = [rng.standard_normal(s).astype(np.float32) for s in ((1, k), (1, k), (k, n))]
     a = xs[0] / (1 + np.exp(-xs[0])) * xs[1]
     np.testing.assert_allclose(loaded(*xs)[0], a @ xs[2], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("launch_ops", [None, 200_000_000], ids=["unfused", "fused"])
+def test_swiglu_down_projection_keeps_its_producer(device, tmp_path, launch_ops):
+    """A decode step's MLP as exported: gate and up projections (one product over joined weights after horizontal
+    fusion, read as two column ranges), silu(gate) * up, the down projection and the residual. Split along K, the
+    down projection computes silu(gate) * up in its partial sums where the profile's launch_ops says a kernel
+    costs more than computing it once per 4-wide column (GPUs): four kernels, five with it a kernel of its own."""
+    onnx = pytest.importorskip("onnx", reason="the MLP is built with 'onnx'")
+    from onnx import TensorProto, helper
+
+    from portable.frontend.onnx_import import onnx_to_mlir
+
+    h, f, n = 64, 96, 64
+    nodes = [helper.make_node("MatMul", ["x", "wg"], ["g"]), helper.make_node("MatMul", ["x", "wu"], ["u"]),
+             helper.make_node("Sigmoid", ["g"], ["sg"]), helper.make_node("Mul", ["g", "sg"], ["silu"]),
+             helper.make_node("Mul", ["silu", "u"], ["a"]), helper.make_node("MatMul", ["a", "wd"], ["d"]),
+             helper.make_node("Add", ["d", "r"], ["y"])]
+    rng = np.random.default_rng(21)
+    wg, wu, wd = (rng.standard_normal(s).astype(np.float32) for s in ((h, f), (h, f), (f, n)))
+    f32 = TensorProto.FLOAT
+    ins = [helper.make_tensor_value_info(name, f32, shape) for name, shape in (("x", [1, h]), ("r", [1, n]))]
+    inits = [onnx.numpy_helper.from_array(w, name) for w, name in ((wg, "wg"), (wu, "wu"), (wd, "wd"))]
+    model = helper.make_model(
+        helper.make_graph(nodes, "mlp", ins, [helper.make_tensor_value_info("y", f32, [1, n])], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    exe, loaded = compile_and_load(onnx_to_mlir(model), device, tmp_path, reduction_threads=64, fill_threads=4096,
+                                   launch_ops=launch_ops)
+    assert len(exe.dispatches) == (4 if launch_ops else 5)
+    x, r = rng.standard_normal((1, h)).astype(np.float32), rng.standard_normal((1, n)).astype(np.float32)
+    g, u = x @ wg, x @ wu
+    np.testing.assert_allclose(loaded(x, r)[0], (g / (1 + np.exp(-g)) * u) @ wd + r, rtol=1e-4, atol=1e-4)

@@ -107,7 +107,7 @@ def _compute_at(op: ir.Operation, read: ir.Operation) -> None:
 
 def _reads_in_moves(op: ir.Operation) -> list[ir.Operation] | None:
     """The tensor.extract ops that are all of `op`'s uses, each inside a slice or concat generic (or any generic
-    when `op` is itself a slice or concat); None when some use is anything else."""
+    when `op` is itself a slice or concat, or a copy); None when some use is anything else."""
     reads = []
     for u in op.results[0].uses:
         owner = as_operation(u.owner)
@@ -116,7 +116,7 @@ def _reads_in_moves(op: ir.Operation) -> list[ir.Operation] | None:
         parent = owner.parent
         while parent is not None and parent.name != "linalg.generic":
             parent = parent.parent
-        if parent is None or not (MOVE in op.attributes or MOVE in parent.attributes):
+        if parent is None or not (MOVE in op.attributes or MOVE in parent.attributes or _copies(op)):
             return None
         reads.append(owner)
     return reads
@@ -149,10 +149,46 @@ def _push(op: ir.Operation, recompute: bool) -> bool:
         _read_by_extract(as_operation(u.owner), u.operand_number)
 
 
+def _copies(op: ir.Operation) -> bool:
+    """`op` only moves elements: its body yields its one input as it is (a transpose, a broadcast)."""
+    body = op.regions[0].blocks[0]
+    ops = list(body.operations)
+    return num_inputs(op) == 1 and len(ops) == 1 and len(ops[0].operands) == 1 and \
+        ops[0].operands[0] == body.arguments[0]
+
+
+def _extracted_only(op: ir.Operation) -> None:
+    """A copy `op` whose every user generic already reads it by tensor.extract somewhere: those users read it
+    only that way (computing a copy at a read is an index remap, no arithmetic; a decoder's q transposed into
+    heads and read by the rotation, which takes both halves of each head by position, stays no kernel of its
+    own)."""
+    if not _copies(op):
+        return
+    users = [as_operation(u.owner) for u in op.results[0].uses]
+    extracting = []
+    for u in users:
+        if u.name == "tensor.extract":
+            parent = u.parent
+            while parent is not None and parent.name != "linalg.generic":
+                parent = parent.parent
+            extracting.append(parent)
+    operand_uses = [(as_operation(u.owner), u.operand_number) for u in op.results[0].uses
+                    if as_operation(u.owner).name != "tensor.extract"]
+    if not extracting or not all(c.name == "linalg.generic" and pointwise(c) and i < num_inputs(c)
+                                 and any(c == p for p in extracting) for c, i in operand_uses):
+        return
+    while True:  # each rewrite replaces its consumer
+        u = next((u for u in op.results[0].uses if as_operation(u.owner).name == "linalg.generic"), None)
+        if u is None:
+            return
+        _read_by_extract(as_operation(u.owner), u.operand_number)
+
+
 def _pull(op: ir.Operation) -> bool:
     """Compute elementwise `op` at each of its reads, where those are all it is used for; whether it did."""
     if not pointwise(op) or not list(op.results[0].uses):
         return False
+    _extracted_only(op)
     reads = _reads_in_moves(op)
     if reads is None:
         return False

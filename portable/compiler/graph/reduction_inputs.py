@@ -25,7 +25,7 @@ import math
 
 from ...ir.linalg_info import classify, indexing_maps, iterator_types, loop_ranges, num_inputs
 from ...ir.mlir import ir
-from ...ir.util import clone_at
+from ...ir.util import clone_at, reassociation_groups
 from ...profiles import Options
 from .gather_fusion import fuse_gathers, loop_index, map_indices, pointwise
 from .generics import rebuild_generic
@@ -40,6 +40,50 @@ def _producer(v: ir.Value) -> ir.Operation | None:
         return None
     op = ir.OpResult(v).owner.operation
     return op if op.name == "linalg.generic" else None
+
+
+def _unit_reshape(v: ir.Value) -> ir.Operation | None:
+    """The tensor.collapse_shape / expand_shape producing `v` when it only drops or adds unit dims (each group of
+    its reassociation holds at most one dim longer than 1: an attention's batch of heads seen without its leading
+    batch of 1), its source a generic's result; else None."""
+    if not isinstance(v, ir.OpResult):
+        return None
+    op = ir.OpResult(v).owner.operation
+    if op.name not in ("tensor.collapse_shape", "tensor.expand_shape") or _producer(op.operands[0]) is None:
+        return None
+    big = op.operands[0] if op.name == "tensor.collapse_shape" else op.results[0]
+    shape = ir.RankedTensorType(big.type).shape
+    if any(sum(shape[d] != 1 for d in g) > 1 for g in reassociation_groups(op)):
+        return None
+    return op
+
+
+def _source_map(reshape: ir.Operation, amap: ir.AffineMap) -> ir.AffineMap:
+    """`amap` (a consumer's loops to `reshape`'s result dims) as a map to its source's dims (a _unit_reshape)."""
+    groups = reassociation_groups(reshape)
+    src_shape = ir.RankedTensorType(reshape.operands[0].type).shape
+    zero = ir.AffineConstantExpr.get(0)
+    exprs = []
+    if reshape.name == "tensor.collapse_shape":  # source dim s in group k: the result's dim k, or 0 where unit
+        for k, g in enumerate(groups):
+            exprs += [amap.results[k] if src_shape[s] != 1 else zero for s in g]
+    else:  # source dim k: the one long result dim of group k, or 0
+        out_shape = ir.RankedTensorType(reshape.results[0].type).shape
+        for g in groups:
+            long = [d for d in g if out_shape[d] != 1]
+            exprs.append(amap.results[long[0]] if long else zero)
+    return ir.AffineMap.get(amap.n_dims, 0, exprs)
+
+
+def _input(consumer: ir.Operation, i: int) -> tuple[ir.Operation | None, ir.AffineMap]:
+    """The generic computing `consumer`'s input `i` (through a unit-dim reshape, see _unit_reshape) and the map
+    from the consumer's loops to that generic's result."""
+    v = consumer.operands[i]
+    amap = indexing_maps(consumer)[i]
+    reshape = _unit_reshape(v)
+    if reshape is not None:
+        return _producer(reshape.operands[0]), _source_map(reshape, amap)
+    return _producer(v), amap
 
 
 def _own_kernel(op: ir.Operation) -> bool:
@@ -63,25 +107,24 @@ def _candidate(consumer: ir.Operation) -> int | None:
         return None
     if kind.kind == "matmul" and kind.contiguous_b:
         return None  # B's rows along n: the register-blocked strategies, which read plain operands
-    maps = consumer.attributes["indexing_maps"]
-    for i, v in enumerate(list(consumer.operands)[:num_inputs(consumer)]):
-        p = _producer(v)
+    for i in range(num_inputs(consumer)):
+        p, amap = _input(consumer, i)
         if p is None or not pointwise(p) or classify(p).kind == "fill" or not _own_kernel(p):
             continue
-        if map_indices(ir.AffineMapAttr(maps[i]).value) is None or not _loops_kept(consumer, i, p):
+        if map_indices(amap) is None or not _loops_kept(consumer, i, p, amap):
             continue
         return i
     return None
 
 
-def _loops_kept(consumer: ir.Operation, i: int, producer: ir.Operation) -> bool:
+def _loops_kept(consumer: ir.Operation, i: int, producer: ir.Operation, amap: ir.AffineMap) -> bool:
     """Whether the fused op's operands still span every loop of `consumer` (its loop ranges come from them): a
     producer that reads its input with tensor.extract, not through an operand, can leave the reduced loop
-    without one (ArgMax over a reversed row)."""
+    without one (ArgMax over a reversed row). `amap`: the consumer's loops to the producer's result."""
     cmaps, pmaps = indexing_maps(consumer), indexing_maps(producer)
     pbody = producer.regions[0].blocks[0]
     maps = [m for k, m in enumerate(cmaps) if k != i] + \
-        [_compose(pmaps[j], cmaps[i]) for j in range(num_inputs(producer)) if list(pbody.arguments[j].uses)]
+        [_compose(pmaps[j], amap) for j in range(num_inputs(producer)) if list(pbody.arguments[j].uses)]
     seen = {d for m in maps for d in (map_indices(m) or ()) if d is not None}
     return seen == set(range(len(iterator_types(consumer))))
 
@@ -98,9 +141,11 @@ def _compose(inner: ir.AffineMap, outer: ir.AffineMap) -> ir.AffineMap:
 def fuse_input(consumer: ir.Operation, i: int) -> ir.Operation:
     """`consumer` with its input `i` computed in its body from the producer's inputs, read through the producer's
     maps after the consumer's (classic elementwise fusion, the producer kept for its other users)."""
-    producer = _producer(consumer.operands[i])
+    reshape = _unit_reshape(consumer.operands[i])
+    producer, amap = _input(consumer, i)
     nin, nout = num_inputs(consumer), len(consumer.results)
     cmaps, pmaps = indexing_maps(consumer), indexing_maps(producer)
+    cmaps[i] = amap
     pbody = producer.regions[0].blocks[0]
     used = [j for j in range(num_inputs(producer)) if list(pbody.arguments[j].uses)]
     # The producer's body at the head of the consumer's, at the producer position input i is read at; its inputs
@@ -121,6 +166,8 @@ def fuse_input(consumer: ir.Operation, i: int) -> ir.Operation:
                           iterator_types(consumer), arg_map, [r.type for r in consumer.results])
     consumer.results[0].replace_all_uses_with(new.results[0])
     consumer.erase()
+    if reshape is not None and not list(reshape.results[0].uses):
+        reshape.erase()
     if not list(producer.results[0].uses):
         producer.erase()
     return new
@@ -135,7 +182,9 @@ def fuse_into_reductions(func_op: ir.Operation, o: Options) -> int:
     if not o.reduction_threads:
         return 0
     block = func_op.regions[0].blocks[0]
-    done = 0
+    # Copies read only by gathers first (a decoder's q transposed into heads, read by its rotation): their readers
+    # then read the projection itself, and become producers this can compute inside the scores.
+    done = fuse_gathers(func_op)
     changed = True
     while changed:  # each rewrite replaces its consumer: walk again
         changed = False

@@ -297,7 +297,89 @@ def _expand(value: ir.Value, groups: list[list[int]], shape: list[int]) -> ir.Va
     return tensor.ExpandShapeOp(ir.RankedTensorType.get(shape, elem), value, groups, [], shape).result
 
 
-def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: int | None = None) -> bool:
+def _slice_view(v: ir.Value) -> bool:
+    """`v` is a tensor.extract_slice of something, through reshapes."""
+    while isinstance(v, ir.OpResult):
+        name = ir.OpResult(v).owner.operation.name
+        if name == "tensor.extract_slice":
+            return True
+        if name not in ("tensor.expand_shape", "tensor.collapse_shape"):
+            return False
+        v = ir.OpResult(v).owner.operation.operands[0]
+    return False
+
+
+def _split_fused(op: ir.Operation, roles: list[list[str]], b: int, m: int, k: int, n: int, s: int,
+                 launch_ops: int) -> bool:
+    """Split matrix-vector product `op` with its producers of x kept in the partial sums, where fusion_cost says
+    computing them once per 4-wide column thread costs less than a kernel of their own (`launch_ops`, the
+    profile's); whether it did. Only where that kernel would be one more: some x-side input is a view into
+    another op's result (SwiGLU's gate and up, two column ranges of one product), not that op's result itself, of
+    which the producers would become the epilogue (a softmax's division joins its row chain, a GELU the sum of
+    the product before it). Not where the body reads a loop index (the split renumbers the loops)."""
+    found = _x_producer(op, roles, 1 if b else 0)
+    block = op.regions[0].blocks[0]
+    if found is None or any(o.name == "linalg.index" for o in block.operations):
+        return False
+    if not any(_slice_view(op.operands[i]) for i in found[1]):
+        return False
+    elem_bytes = max(1, ir.RankedTensorType(op.operands[found[0]].type).element_type.width // 8)
+    if not fusion_cost.keep_fused(fusion_cost.body_cost(found[3]), n // 4, elem_bytes, max(b, 1) * m * k, launch_ops):
+        return False
+    lead = [b] if b else []
+    nb = len(lead)
+    nin = num_inputs(op)
+    size = {"b": b, "m": m, "k": k, "n": n}
+    d = [ir.AffineDimExpr.get(i) for i in range(nb + 4)]  # loops (s, b, m, n, k) of the partial sums
+    loop = {"b": d[1:1 + nb], "m": [d[1 + nb]], "n": [d[2 + nb]], "k": [d[0], d[3 + nb]]}
+    elem = ir.RankedTensorType(op.operands[nin].type).element_type
+    ins, maps = [], []
+    with ir.InsertionPoint(op), op.location:
+        for v, r in zip(list(op.operands)[:nin], roles):
+            if not r:  # a scalar read by every iteration (an epsilon)
+                ins.append(v)
+                maps.append(ir.AffineMap.get(nb + 4, 0, []))
+                continue
+            base = _as_shape(v, [size[x] for x in r])
+            groups, shape, j = [], [], 0
+            for x in r:
+                groups.append([j, j + 1] if x == "k" else [j])
+                shape += [s, k // s] if x == "k" else [size[x]]
+                j += len(groups[-1])
+            ins.append(_expand(base, groups, shape))
+            maps.append(ir.AffineMap.get(nb + 4, 0, [e for x in r for e in loop[x]]))
+        zero = ir.FloatAttr.get(elem, 0.0) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, 0)
+        partial_init = linalg.fill(arith.ConstantOp(elem, zero).result,
+                                   outs=[tensor.EmptyOp([s] + lead + [m, n], elem).result])
+        init = _init_as(op.operands[nin], lead + [m, n])
+    maps.append(ir.AffineMap.get(nb + 4, 0, [d[0]] + d[1:1 + nb] + [d[1 + nb], d[2 + nb]]))
+    partial = rebuild_generic(op, ins, [partial_init], maps, ["parallel"] * (nb + 3) + ["reduction"],
+                              list(range(nin + 1)), [ir.RankedTensorType.get([s] + lead + [m, n], elem)])
+    _sum_slices(op, partial, init, lead, m, n, elem)
+    return True
+
+
+def _sum_slices(op: ir.Operation, partial: ir.Operation, init: ir.Value, lead: list[int], m: int, n: int,
+                elem: ir.Type) -> None:
+    """Replace `op` by the sum over the slices of `partial` ([s, *lead, m, n]) added to `init` (op's, reshaped)."""
+    nb = len(lead)
+    e = [ir.AffineDimExpr.get(i) for i in range(nb + 3)]  # loops (b, m, n, s) of the reduction
+    with ir.InsertionPoint(op), op.location:
+        total = linalg.GenericOp(
+            [ir.RankedTensorType.get(lead + [m, n], elem)], [partial.results[0]], [init],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, [e[nb + 2]] + e[:nb + 2])),
+                              ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, e[:nb + 2]))]),
+            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
+                              for it in ["parallel"] * (nb + 2) + ["reduction"]]))
+    body = total.regions[0].blocks.append(elem, elem)
+    with ir.InsertionPoint(body), op.location:
+        add = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
+        linalg.YieldOp([add.result])
+    _replace(op, total.results[0])
+
+
+def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: int | None = None,
+                 launch_ops: int | None = None) -> bool:
     """Rewrite one linalg.generic matmul [m, k] x [k, n] -> [m, n] (up to unit loops and fused producers of x;
     or a batch of them, [b, m, k] x [b, k, n]) as partial sums over K slices plus their reduction when it has
     fewer than `threads` threads (`per_thread` outputs each; 4-wide columns for a matrix-vector product); False
@@ -323,6 +405,8 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
         weight_bytes = k * n * ir.RankedTensorType(op.operands[w_in].type).element_type.width // 8
         if reduction_k is not None and k >= reduction_k and not (gemv and weight_bytes >= FUSED_SPLIT_BYTES):
             return False  # the fused form runs as a workgroup per output, which does better than three kernels
+        if gemv and launch_ops and _split_fused(op, roles, b, m, k, n, s, launch_ops):
+            return True
         plain = _unfuse(op, roles, b, m, k, n)
         return plain is not None and split_matmul(plain, threads, per_thread)
     elem = ir.RankedTensorType(op.operands[2].type).element_type
@@ -340,19 +424,7 @@ def split_matmul(op: ir.Operation, threads: int, per_thread: int, reduction_k: i
             ir.AffineMap.get(nb + 4, 0, [d[0]] + bs + [dm, dn])]
     partial = rebuild_generic(op, [x, w], [partial_init], maps, ["parallel"] * (nb + 3) + ["reduction"],
                               [0, 1, 2], [ir.RankedTensorType.get([s] + lead + [m, n], elem)])
-    e = [ir.AffineDimExpr.get(i) for i in range(nb + 3)]  # loops (b, m, n, s) of the reduction
-    with ir.InsertionPoint(op), op.location:
-        total = linalg.GenericOp(
-            [ir.RankedTensorType.get(lead + [m, n], elem)], [partial.results[0]], [init],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, [e[nb + 2]] + e[:nb + 2])),
-                              ir.AffineMapAttr.get(ir.AffineMap.get(nb + 3, 0, e[:nb + 2]))]),
-            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
-                              for it in ["parallel"] * (nb + 2) + ["reduction"]]))
-    body = total.regions[0].blocks.append(elem, elem)
-    with ir.InsertionPoint(body), op.location:
-        add = (arith.AddFOp if isinstance(elem, ir.FloatType) else arith.AddIOp)(body.arguments[0], body.arguments[1])
-        linalg.YieldOp([add.result])
-    _replace(op, total.results[0])
+    _sum_slices(op, partial, init, lead, m, n, elem)
     return True
 
 
@@ -370,7 +442,7 @@ def split_matmuls(func_op: ir.Operation, o: Options) -> int:
     # three kernels; its MLP's down projection after SwiGLU, K = 1024 and a workgroup per output, 6.4-8.4 ->
     # 10.2-13.2 us (Vulkan) split: not split.
     reduction_k = 2 * o.reduction_threads if o.reduction_threads else None
-    return sum(split_matmul(op.operation, threads, tm * tn, reduction_k)
+    return sum(split_matmul(op.operation, threads, tm * tn, reduction_k, o.launch_ops)
                for op in list(func_op.regions[0].blocks[0].operations))
 
 

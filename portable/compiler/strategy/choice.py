@@ -379,6 +379,11 @@ def _loop_too_long(root: OpKind | None, o: Options) -> bool:
     return n > limit
 
 
+# A reduction that gathers its rows along a strided dim shares them over a workgroup from this length (when its
+# outputs are too few for the device).
+STRIDED_ROW_MIN = 128
+
+
 def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
     """Threads per output element for the workgroup-reduction strategy, or 0 when it does not apply: the
     profile asks for it (GPUs; on CPU drivers barriers cost more than they save), the root reduces one
@@ -395,13 +400,19 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
         return 0
     if root.results != 1:
         return 0  # splitting a reduction across threads takes one combiner; ArgMax's value and index are two
+    strided = root.gathers and root.ranges[-1] >= STRIDED_ROW_MIN and outputs < or_default(o.fill_threads, 0) // 4
     if root.ranges[-1] < 2 * t:
         # Shorter rows share fewer threads where the threads of a workgroup read the row contiguously; a sum of
-        # split_k's slices keeps a thread per output, whose neighbours read neighbouring addresses.
-        t = tiles.row_threads(t, root.ranges[-1]) if root.contiguous_reduction else 0
+        # split_k's slices keeps a thread per output, whose neighbours read neighbouring addresses. So does a
+        # strided reduction that gathers its rows (computes each element's address) with outputs enough to fill
+        # the device; with fewer, a long one shares its rows too: a decode step's attention values product,
+        # softmax(scores) . V over the cache and this step's row (257 for 12 heads of 128) had been 12 workgroups
+        # of a thread per output, each walking 257 rows.
+        t = tiles.row_threads(t, root.ranges[-1]) if root.contiguous_reduction or strided else 0
         if not t:
             return 0
-    par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel"]
+    # (Such a product keeps the unit loops of its heads' layout: on a linearized grid they take no grid dim.)
+    par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel" and (r > 1 or not strided)]
     max_count = list(or_default(o.max_workgroup_count, (65535, 65535, 65535)))
     if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):
         return 0

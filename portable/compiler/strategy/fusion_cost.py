@@ -40,10 +40,12 @@ def body_cost(ops: list[ir.Operation]) -> int:
     return sum(0 if o.name in FREE else WEIGHTS.get(o.name, 1) for o in ops)
 
 
-def keep_fused(cost: int, reuse: int, elem_bytes: int, values: int) -> bool:
+def keep_fused(cost: int, reuse: int, elem_bytes: int, values: int, launch_ops: int | None = None) -> bool:
     """Whether recomputing `values` values of a producer of `cost` `reuse` times each costs less than storing them
-    and reading them back (elem_bytes each way) in a kernel of their own."""
-    return values * cost * max(reuse - 1, 0) <= values * FLOPS_PER_BYTE * 2 * elem_bytes + LAUNCH_OPS
+    and reading them back (elem_bytes each way) in a kernel of their own; `launch_ops`: the profile's figure for
+    one more kernel (default LAUNCH_OPS)."""
+    launch = LAUNCH_OPS if launch_ops is None else launch_ops
+    return values * cost * max(reuse - 1, 0) <= values * FLOPS_PER_BYTE * 2 * elem_bytes + launch
 
 
 __all__ = ["WEIGHTS", "FLOPS_PER_BYTE", "LAUNCH_OPS", "body_cost", "keep_fused"]
