@@ -72,6 +72,7 @@ class BoundExecutable(FrameBuffers):
         self._buffer_bytes = {s.id: self._temp_sizes[self._assignment[s.id]] if s.kind == "temp" else s.nbytes
                               for s in exe.slots}
         self._pieces = self._plan_pieces()
+        self.ping_pong = self._can_ping_pong()
         # slot id -> how many pool buffers hold it, for slots held in pieces (more than one allocation).
         self.pieces = {s.id: len(self._pieces[self._key(s.id)]) for s in exe.slots if self._key(s.id) in self._pieces}
         carried = {exe.outputs[k][0]: f"output {k}" for k in self.carry}
@@ -169,7 +170,7 @@ class BoundExecutable(FrameBuffers):
         """Start a run; the Future resolves to the tuple of outputs (numpy arrays)."""
         frame, flat = self._start(arrays)
         try:
-            raw = frame.recording.submit(flat)
+            raw = self._recording(frame).submit(flat)
         except BaseException:
             self._give_back(frame)
             raise
@@ -190,9 +191,18 @@ class BoundExecutable(FrameBuffers):
         lets it (Recording.run), which on a GPU is much quicker than waiting on submit's Future."""
         frame, flat = self._start(arrays)
         try:
-            return self._outputs(frame.recording.run(flat))
+            return self._outputs(self._recording(frame).run(flat))
         finally:
             self._give_back(frame)
+
+    def _recording(self, frame: Frame) -> Recording:
+        """The plan recorded for where the frame's state is now; the state is in the other buffers after it runs
+        (ping_pong), or copied back to the inputs' within it."""
+        if not self.ping_pong:
+            return frame.recording
+        rec = frame.swapped if frame.parity else frame.recording
+        frame.parity ^= 1
+        return rec
 
     def _start(self, arrays: Sequence[Any]) -> tuple[Frame, list[np.ndarray]]:
         """A free frame and the inputs cut into its uploads."""
@@ -221,12 +231,13 @@ class BoundExecutable(FrameBuffers):
 
     def run_steps(self, n: int) -> list[tuple[np.ndarray, ...]]:
         """`n` runs of a graph whose inputs are all carried state, as one submission: the outputs of each run, in
-        order. The state alternates between the input's and the output's buffers from one run to the next (no
-        copies between them), and each run's other outputs get buffers of their own. A decode step that picks its
-        next token on the device generates n tokens per wait for the host this way."""
+        order. The state alternates between the input's and the output's buffers from one run to the next, as
+        between single runs (no copies), and each run's other outputs get buffers of their own. A decode step that
+        picks its next token on the device generates n tokens per wait for the host this way."""
         frame, rec, per = self._steps(n)
         try:
             raw = rec.run([])
+            frame.parity = (frame.parity + int(n)) % 2  # (run_steps' graphs always alternate: see _steps)
         finally:
             self._give_back(frame)
         return [self._outputs(raw[r * per:(r + 1) * per]) for r in range(int(n))]
@@ -249,25 +260,22 @@ class BoundExecutable(FrameBuffers):
         if free:
             raise ShapeMismatch(f"run_steps needs every input carried as state; input(s) {free} are not: call the "
                                 f"stateful graph once per step instead")
-        pairs = [(exe.outputs[k][0], exe.input_slots[i]) for k, i in self.carry.items()]
         outs = [sid for k, (sid, _) in enumerate(exe.outputs) if k not in self.carry]
-        kinds = {s.id: s.kind for s in exe.slots}
-        state = [sid for pair in pairs for sid in pair]
-        if len(set(state)) != len(state) or any(kinds[o] != "output" for o, _ in pairs) or \
-                any(kinds[sid] != "output" or sid in state for sid in outs):
+        if not self.ping_pong:
             raise PortableError("run_steps needs each carried output and each other output computed into a buffer "
                                 "of its own (not an input passed through or a constant): run the steps one by one")
         frame = self._take_frame()
         try:
-            rec = frame.multi.get(n)
+            key = (n, frame.parity)
+            rec = frame.multi.get(key)
             if rec is None:
-                rec = frame.multi[n] = self._record_steps(frame, n, pairs, outs)
+                rec = frame.multi[key] = self._record_steps(frame, n, outs)
         except BaseException:
             self._give_back(frame)
             raise
         return frame, rec, len(outs)
 
-    def _record_steps(self, frame: Frame, n: int, pairs: list[tuple[int, int]], outs: list[int]) -> Recording:
+    def _record_steps(self, frame: Frame, n: int, outs: list[int]) -> Recording:
         exe = self.exe
         if any(isinstance(frame.buffers[sid], Pieces) for sid in outs):
             raise PortableError("run_steps: an output is held in pieces (larger than one allocation); run the steps "
@@ -275,10 +283,8 @@ class BoundExecutable(FrameBuffers):
         nbytes = {k_sid: sig.nbytes for k_sid, sig in exe.outputs}
         steps, downloads = [], []
         for r in range(n):
-            buffers = dict(frame.buffers)
-            if r % 2:  # odd runs read the state from the outputs' buffers and write it to the inputs'
-                for out_sid, in_sid in pairs:
-                    buffers[out_sid], buffers[in_sid] = frame.buffers[in_sid], frame.buffers[out_sid]
+            # Runs that start with the state in the outputs' buffers read it there and write it to the inputs'.
+            buffers = self.swapped_buffers(frame, (frame.parity + r) % 2)
             if r:
                 for sid in outs:
                     buffers[sid] = self._acquire(frame.owned, self.exe.slots[sid].nbytes, f"output slot {sid} of run "
@@ -286,9 +292,8 @@ class BoundExecutable(FrameBuffers):
             steps += [Step(self._loaded[d.kernel], self._bindings(frame, d, buffers), tuple(d.grid),
                            tuple(d.push_constants)) for d in exe.dispatches]
             downloads += [(buffers[sid], nbytes[sid]) for sid in outs]
-        # After an odd number of runs the state is in the outputs' buffers: back to the inputs', as after a run.
-        copies = [(frame.buffers[o], frame.buffers[i], self.exe.slots[i].nbytes) for o, i in pairs] if n % 2 else []
-        return self.backend.record(steps, [], downloads, copies)
+        # The state stays where the last run left it (frame.parity), as after single runs.
+        return self.backend.record(steps, [], downloads)
 
     @property
     def recordings(self) -> list[Recording]:
@@ -305,7 +310,7 @@ class BoundExecutable(FrameBuffers):
         frame = self._take_frame()
         try:
             for i, arr in checked.items():
-                self.backend.upload(frame.buffers[self.exe.input_slots[i]], arr)
+                self.backend.upload(self.state_buffer(frame, i), arr)
         finally:
             self._give_back(frame)
 
@@ -316,7 +321,7 @@ class BoundExecutable(FrameBuffers):
             out = {}
             for i in sorted(self.carry.values()):
                 sig = self.exe.inputs[i]
-                raw = self.backend.download(frame.buffers[self.exe.input_slots[i]], sig.nbytes)
+                raw = self.backend.download(self.state_buffer(frame, i), sig.nbytes)
                 out[i] = sig.to_host(raw)
             return out
         finally:

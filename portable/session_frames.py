@@ -34,9 +34,13 @@ class Frame:
     owned: list[Any] = field(default_factory=list)
     views: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # (id(buffer), offset, bytes) -> view
     recording: Recording | None = None
+    # State carried by alternating buffers (FrameBuffers.ping_pong): the plan with each carried pair's input and
+    # output buffers exchanged, and which of the two the state is in now (0: the inputs', 1: the outputs').
+    swapped: Recording | None = None
+    parity: int = 0
     nbytes: int = 0
-    # run_steps: n -> the plan recorded n times over, with the buffers each step's outputs go to.
-    multi: dict[int, Recording] = field(default_factory=dict)
+    # run_steps: (n, parity it starts at) -> the plan recorded n times over, with the buffers each step's outputs go to.
+    multi: dict[tuple[int, int], Recording] = field(default_factory=dict)
 
 
 class FrameBuffers:
@@ -46,6 +50,7 @@ class FrameBuffers:
     backend: Backend
     pool: BufferPool
     carry: dict[int, int]  # output index -> input index of state carried on the device
+    ping_pong: bool  # carried state alternates between its input's and output's buffers (no copies)
     peak_device_bytes: int
     _loaded: list[Any]  # the backend's loaded kernels, by index in exe.kernels
     _constants: dict[int, Any]  # constant slot -> its resident buffer
@@ -143,11 +148,17 @@ class FrameBuffers:
                        for part in self._transfers(frame.buffers[sid], sig.nbytes)]
             downloads = [part for k, (sid, sig) in enumerate(exe.outputs) if k not in self.carry
                          for part in self._transfers(frame.buffers[sid], sig.nbytes)]
-            copies = [(frame.buffers[exe.outputs[k][0]], frame.buffers[exe.input_slots[i]], exe.inputs[i].nbytes)
-                      for k, i in self.carry.items()]
+            copies = [] if self.ping_pong else \
+                [(frame.buffers[exe.outputs[k][0]], frame.buffers[exe.input_slots[i]], exe.inputs[i].nbytes)
+                 for k, i in self.carry.items()]
             for i in carried_in:  # the state starts at zero until set_state()
                 self.backend.upload(frame.buffers[exe.input_slots[i]], np.zeros(exe.inputs[i].nbytes, np.uint8))
             frame.recording = self.backend.record(steps, uploads, downloads, copies)
+            if self.ping_pong:
+                swapped = self.swapped_buffers(frame, 1)
+                frame.swapped = self.backend.record(
+                    [Step(self._loaded[d.kernel], self._bindings(frame, d, swapped), tuple(d.grid),
+                          tuple(d.push_constants)) for d in exe.dispatches], uploads, downloads, [])
         except BaseException:
             self._free_frame(frame)
             raise
@@ -184,10 +195,40 @@ class FrameBuffers:
             out.append(frame.views[key])
         return tuple(out)
 
+    def carried_pairs(self) -> list[tuple[int, int]]:
+        """(output slot, input slot) of each carried pair."""
+        return [(self.exe.outputs[k][0], self.exe.input_slots[i]) for k, i in self.carry.items()]
+
+    def _can_ping_pong(self) -> bool:
+        """Whether carried state can alternate between its input's and its output's buffers instead of being copied
+        back after each run: every carried output (and every other output) computed into a buffer of its own."""
+        if not self.carry:
+            return False
+        pairs = self.carried_pairs()
+        state = [sid for pair in pairs for sid in pair]
+        kinds = {s.id: s.kind for s in self.exe.slots}
+        outs = [sid for k, (sid, _) in enumerate(self.exe.outputs) if k not in self.carry]
+        return len(set(state)) == len(state) and all(kinds[o] == "output" for o, _ in pairs) and \
+            all(kinds[sid] == "output" and sid not in state for sid in outs)
+
+    def swapped_buffers(self, frame: Frame, parity: int) -> dict[int, Any]:
+        """The frame's buffers by slot for a run that starts with the state at `parity` (1: carried inputs read
+        from the outputs' buffers and written to the inputs')."""
+        buffers = dict(frame.buffers)
+        if parity:
+            for out_sid, in_sid in self.carried_pairs():
+                buffers[out_sid], buffers[in_sid] = frame.buffers[in_sid], frame.buffers[out_sid]
+        return buffers
+
+    def state_buffer(self, frame: Frame, i: int) -> Any:
+        """The buffer carried input `i`'s state is in now."""
+        return self.swapped_buffers(frame, frame.parity)[self.exe.input_slots[i]]
+
     def _free_frame(self, frame: Frame) -> None:
-        if frame.recording is not None:
-            frame.recording.close()
-            frame.recording = None
+        for rec in (frame.recording, frame.swapped):
+            if rec is not None:
+                rec.close()
+        frame.recording = frame.swapped = None
         for rec in frame.multi.values():
             rec.close()
         frame.multi.clear()

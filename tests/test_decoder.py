@@ -77,14 +77,15 @@ def test_norms_run_beside_the_projections_on_gpu_profiles():
     beside the partial sums of the projection after it, and its row factor is applied when they are summed
     (compiler/graph/norm_factor.py): 36 -> 31 kernels deep for 2 layers (4 norms and the final one), still 46 kernels.
     Attention's scores then compute the rotated q and the cache write themselves (compiler/graph/reduction_inputs.py):
-    the rotated q's kernel goes and the scores run beside the cache writes, 44 kernels, 29 deep."""
+    the rotated q's kernel goes and the scores run beside the cache writes, 44 kernels, 29 deep. SwiGLU stays in
+    the down projection's partial sums (the profile's launch_ops, compiler/graph/split_k.py): 42 kernels, 27 deep."""
     from portable import profiles
     from portable.api import graph_text
     from portable.compiler.pipeline import compile_module
 
     exe = compile_module(graph_text(MODEL), profiles.codegen_options(profiles.all_profiles()["nvidia"]), ("vulkan",))
-    assert len(exe.dispatches) == 44
-    assert longest_chain(exe) == 29
+    assert len(exe.dispatches) == 42
+    assert longest_chain(exe) == 27
 
 
 @pytest.mark.parametrize("profile", ["", "nvidia", "arm-mali-valhall"])
