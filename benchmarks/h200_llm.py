@@ -30,11 +30,14 @@ sys.path.insert(0, str(ROOT))
 
 SEED = 0
 _COMMON = {"vocab_size": 32000, "max_position_embeddings": 2048, "tie_word_embeddings": False}
-SIZES = {  # --size: Llama configurations (f32 weights; ONNX files stay under protobuf's 2 GB)
+SIZES = {  # --size: Llama configurations (f32 weights)
     "140m": {**_COMMON, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
              "num_attention_heads": 16, "num_key_value_heads": 16},
     "440m": {**_COMMON, "hidden_size": 1536, "intermediate_size": 4096, "num_hidden_layers": 12,
              "num_attention_heads": 12, "num_key_value_heads": 12},
+    # TinyLlama-1.1B's shape (GQA: 4 KV heads for 32 query heads); its ONNX file keeps the weights beside it.
+    "1b": {**_COMMON, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+           "num_attention_heads": 32, "num_key_value_heads": 4},
 }
 CAPACITY = 256
 TARGETS = ("vulkan:nvidia", "opencl:nvidia")

@@ -129,3 +129,25 @@ def test_run_steps_needs_every_input_carried(device):
         x = np.ones((16, 24), np.float32)
         np.testing.assert_array_equal(step(x)[0], np.zeros((16, 24), np.float32))  # still usable
     exe.close()
+
+
+def test_state_alternates_between_buffers_across_single_runs_and_run_steps(device):
+    """The state lives in the carried input's or the carried output's buffer, whichever the last run wrote (no copy
+    back): single runs and run_steps interleave in any parity, get_state/set_state follow it."""
+    g = portable.Graph("counter")
+    acc = g.input((4,))
+    g.output(g.mul(acc, g.constant(np.full((4,), 2.0, np.float32))),
+             g.add(acc, g.constant(np.ones((4,), np.float32))))
+    exe = portable.compile(g, device=device)
+    with exe.with_state({1: 0}) as step:
+        assert step._bound().ping_pong
+        seen = [float(step()[0][0]) for _ in range(3)]  # state 0, 1, 2 -> outputs 0, 2, 4; state now 3
+        seen += [float(outs[0][0]) for outs in step.run_steps(3)]  # starts in the outputs' buffer: 6, 8, 10
+        assert seen == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        np.testing.assert_array_equal(step.get_state()[0], np.full((4,), 6.0, np.float32))
+        step()  # parity flips again
+        step.set_state({0: np.full((4,), 10.0, np.float32)})
+        assert float(step()[0][0]) == 20.0
+        assert [float(o[0][0]) for o in step.run_steps(2)] == [22.0, 24.0]
+        np.testing.assert_array_equal(step.get_state()[0], np.full((4,), 13.0, np.float32))
+    exe.close()
