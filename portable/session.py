@@ -170,7 +170,7 @@ class BoundExecutable(FrameBuffers):
         """Start a run; the Future resolves to the tuple of outputs (numpy arrays)."""
         frame, flat = self._start(arrays)
         try:
-            raw = self._recording(frame).submit(flat)
+            raw = self._next_recording(frame).submit(flat)
         except BaseException:
             self._give_back(frame)
             raise
@@ -191,11 +191,11 @@ class BoundExecutable(FrameBuffers):
         lets it (Recording.run), which on a GPU is much quicker than waiting on submit's Future."""
         frame, flat = self._start(arrays)
         try:
-            return self._outputs(self._recording(frame).run(flat))
+            return self._outputs(self._next_recording(frame).run(flat))
         finally:
             self._give_back(frame)
 
-    def _recording(self, frame: Frame) -> Recording:
+    def _next_recording(self, frame: Frame) -> Recording:
         """The plan recorded for where the frame's state is now; the state is in the other buffers after it runs
         (ping_pong), or copied back to the inputs' within it."""
         if not self.ping_pong:

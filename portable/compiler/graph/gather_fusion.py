@@ -105,6 +105,14 @@ def _compute_at(op: ir.Operation, read: ir.Operation) -> None:
     read.erase()
 
 
+def _enclosing_generic(op: ir.Operation) -> ir.Operation | None:
+    """The linalg.generic whose body holds `op`, or None."""
+    parent = op.parent
+    while parent is not None and parent.name != "linalg.generic":
+        parent = parent.parent
+    return parent
+
+
 def _reads_in_moves(op: ir.Operation) -> list[ir.Operation] | None:
     """The tensor.extract ops that are all of `op`'s uses, each inside a slice or concat generic (or any generic
     when `op` is itself a slice or concat, or a copy); None when some use is anything else."""
@@ -113,9 +121,7 @@ def _reads_in_moves(op: ir.Operation) -> list[ir.Operation] | None:
         owner = as_operation(u.owner)
         if owner.name != "tensor.extract" or u.operand_number != 0:
             return None
-        parent = owner.parent
-        while parent is not None and parent.name != "linalg.generic":
-            parent = parent.parent
+        parent = _enclosing_generic(owner)
         if parent is None or not (MOVE in op.attributes or MOVE in parent.attributes or _copies(op)):
             return None
         reads.append(owner)
@@ -164,16 +170,9 @@ def _extracted_only(op: ir.Operation) -> None:
     own)."""
     if not _copies(op):
         return
-    users = [as_operation(u.owner) for u in op.results[0].uses]
-    extracting = []
-    for u in users:
-        if u.name == "tensor.extract":
-            parent = u.parent
-            while parent is not None and parent.name != "linalg.generic":
-                parent = parent.parent
-            extracting.append(parent)
-    operand_uses = [(as_operation(u.owner), u.operand_number) for u in op.results[0].uses
-                    if as_operation(u.owner).name != "tensor.extract"]
+    uses = [(as_operation(u.owner), u.operand_number) for u in op.results[0].uses]
+    extracting = [_enclosing_generic(o) for o, _ in uses if o.name == "tensor.extract"]
+    operand_uses = [(o, i) for o, i in uses if o.name != "tensor.extract"]
     if not extracting or not all(c.name == "linalg.generic" and pointwise(c) and i < num_inputs(c)
                                  and any(c == p for p in extracting) for c, i in operand_uses):
         return

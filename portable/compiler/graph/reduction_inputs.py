@@ -75,15 +75,15 @@ def _source_map(reshape: ir.Operation, amap: ir.AffineMap) -> ir.AffineMap:
     return ir.AffineMap.get(amap.n_dims, 0, exprs)
 
 
-def _input(consumer: ir.Operation, i: int) -> tuple[ir.Operation | None, ir.AffineMap]:
-    """The generic computing `consumer`'s input `i` (through a unit-dim reshape, see _unit_reshape) and the map
-    from the consumer's loops to that generic's result."""
+def _input(consumer: ir.Operation, i: int) -> tuple[ir.Operation | None, ir.AffineMap, ir.Operation | None]:
+    """The generic computing `consumer`'s input `i`, the map from the consumer's loops to that generic's result,
+    and the unit-dim reshape between them (see _unit_reshape) or None."""
     v = consumer.operands[i]
     amap = indexing_maps(consumer)[i]
     reshape = _unit_reshape(v)
     if reshape is not None:
-        return _producer(reshape.operands[0]), _source_map(reshape, amap)
-    return _producer(v), amap
+        return _producer(reshape.operands[0]), _source_map(reshape, amap), reshape
+    return _producer(v), amap, None
 
 
 def _own_kernel(op: ir.Operation) -> bool:
@@ -108,7 +108,7 @@ def _candidate(consumer: ir.Operation) -> int | None:
     if kind.kind == "matmul" and kind.contiguous_b:
         return None  # B's rows along n: the register-blocked strategies, which read plain operands
     for i in range(num_inputs(consumer)):
-        p, amap = _input(consumer, i)
+        p, amap, _ = _input(consumer, i)
         if p is None or not pointwise(p) or classify(p).kind == "fill" or not _own_kernel(p):
             continue
         if map_indices(amap) is None or not _loops_kept(consumer, i, p, amap):
@@ -141,8 +141,7 @@ def _compose(inner: ir.AffineMap, outer: ir.AffineMap) -> ir.AffineMap:
 def fuse_input(consumer: ir.Operation, i: int) -> ir.Operation:
     """`consumer` with its input `i` computed in its body from the producer's inputs, read through the producer's
     maps after the consumer's (classic elementwise fusion, the producer kept for its other users)."""
-    reshape = _unit_reshape(consumer.operands[i])
-    producer, amap = _input(consumer, i)
+    producer, amap, reshape = _input(consumer, i)
     nin, nout = num_inputs(consumer), len(consumer.results)
     cmaps, pmaps = indexing_maps(consumer), indexing_maps(producer)
     cmaps[i] = amap
