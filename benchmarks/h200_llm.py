@@ -59,6 +59,7 @@ def _model(config: dict):
 
 def export(out: Path, size: str, sources: bool = False) -> None:
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model
 
     from portable import package
     from portable.bench import weightless
@@ -71,11 +72,17 @@ def export(out: Path, size: str, sources: bool = False) -> None:
         model = _model(SIZES[size])
         hf_export.export(model, path)
         del model
-    seeded = weightless.seed_initializers(onnx.load(str(path)), SEED)
+    # Every float weight is drawn again from the seed: the exported values are never read (only what is not drawn).
+    seeded = weightless.seed_initializers(onnx.load(str(path), load_external_data=False), SEED)
+    load_external_data_for_model(seeded, str(out))
     graph = weightless.without_weights(seeded)
     onnx.save(graph, str(out / "llm.graph.onnx"))
-    step = step_graph(seeded)
+    # The step graph goes to the compiler as a file with its weights beside it (mapped, not held twice in memory).
+    step_path = out / "llm.step.onnx"
+    Path(str(step_path) + ".data").unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save(step_graph(seeded), str(step_path), save_as_external_data=True, location=step_path.name + ".data")
     del seeded
+    step = str(step_path)
     shapes = DecoderSession(graph, buckets=(CAPACITY,))._shapes(CAPACITY, 1)
     pkg = out / f"llm-c{CAPACITY}.ptpk"
     t = time.perf_counter()
@@ -87,7 +94,7 @@ def export(out: Path, size: str, sources: bool = False) -> None:
         for target in TARGETS:
             api = target.split(":")[0]
             profiling.source_map(step, target.split(":")[1], api, out / f"llm-c{CAPACITY}.{api}.sources.json", shapes)
-    stats = weightless.strip(pkg, out / f"llm-c{CAPACITY}.skel", step)
+    stats = weightless.strip(pkg, out / f"llm-c{CAPACITY}.skel", onnx.load(step))
     (out / f"llm-c{CAPACITY}.hash").write_text(package.Package(pkg).content_hash)
     (out / "llm.json").write_text(json.dumps({"config": SIZES[size], "size": size, "capacity": CAPACITY, "seed": SEED,
                                               "shapes": [list(s) for s in shapes]}))

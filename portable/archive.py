@@ -1,4 +1,4 @@
-"""Bounded reading of the zip files executables and packages are stored in.
+"""Bounded reading of the zip files executables and packages are stored in, and their writing.
 
 A zip's directory says how large each entry is once decompressed; a damaged or hostile file can claim (and
 deliver) gigabytes from a few compressed megabytes. Every entry is checked against a limit the caller derives
@@ -14,7 +14,10 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
+
+import numpy as np
 
 from .errors import PackageError
 
@@ -24,6 +27,8 @@ MAX_ENTRIES = 1 << 16
 NPY_HEADER_BYTES = 1 << 16  # the most an .npy header takes beyond the array's bytes (format 2.0 allows 4 GiB;
 # numpy writes < 200 bytes)
 _CHUNK = 1 << 20
+STORE_BYTES = 1 << 16  # float arrays this large are stored uncompressed: they deflate by a few percent, and deflating
+# them was most of a large model's write time
 
 # What reading a damaged zip raises besides BadZipFile: a damaged compression method (NotImplementedError), bad
 # deflate data (zlib.error), a short header (struct.error, EOFError), and an offset past the end (OSError,
@@ -84,3 +89,46 @@ def read_json(z: zipfile.ZipFile, info: zipfile.ZipInfo, what: str) -> dict:
     if not isinstance(out, dict):
         raise PackageError(f"{what}: its manifest is a JSON {type(out).__name__}, not an object; not a portable file")
     return out
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+class _Hasher:
+    def __init__(self):
+        self.h = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.h.update(data)
+        return len(data)
+
+
+def _write_npy(f, arr: np.ndarray) -> None:
+    # np.save's bytes (executable.npy_bytes), written in chunks: no whole copy of the array
+    np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def npy_sha256(arr: np.ndarray) -> str:
+    """sha256 (hex) of the .npy bytes `write_zip` stores for `arr`, computed without copying it."""
+    sink = _Hasher()
+    _write_npy(sink, arr)
+    return sink.h.hexdigest()
+
+
+def write_zip(path: str | Path, items: Iterable[tuple[str, bytes | np.ndarray]]) -> None:
+    """A zip of (name, bytes or array) in the given order, arrays as .npy (large floats stored, not deflated) and
+    streamed into the file; written to a temporary file, then renamed: readers never see half a file."""
+    import time
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    stamp = time.localtime(time.time())[:6]
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in items:
+            if not isinstance(data, np.ndarray):
+                z.writestr(name, data)
+                continue
+            info = zipfile.ZipInfo(name, stamp)
+            floats = data.dtype.kind == "f" and data.nbytes >= STORE_BYTES
+            info.compress_type = zipfile.ZIP_STORED if floats else zipfile.ZIP_DEFLATED
+            with z.open(info, "w", force_zip64=data.nbytes >= (1 << 31) - _CHUNK) as f:
+                _write_npy(f, data)
+    tmp.replace(path)

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from . import archive
 from .errors import InvalidArgument, InvalidPlan, PackageError, ShapeMismatch
 
 FORMAT_VERSION = 6  # 2: dispatches may bind byte ranges of slots (offsets, sizes); 3: int64 held as int32;
 # 4: float16 held as float32; 5: kernels may read buffers as uniform texel buffers; 6: kernels may require a
 # subgroup width
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
-STORE_BYTES = 1 << 16  # float constants this large go into the zip uncompressed (Executable.save)
 
 
 @dataclass(frozen=True)
@@ -222,19 +222,11 @@ class Executable:
             **self.plan_dict(),
             "constants": sorted(self.constants),
         }
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for i, k in enumerate(self.kernels):
-                manifest["kernels"].append(kernel_entry(k, f"kernels/{i}", z.writestr))
-            for sid, arr in self.constants.items():
-                # Float weights barely deflate (a few percent) and deflating them is most of a large model's
-                # save time (24 of 100 s for a 100M-parameter decoder): stored as they are.
-                stored = np.asarray(arr).dtype.kind == "f" and np.asarray(arr).nbytes >= STORE_BYTES
-                z.writestr(f"constants/{sid}.npy", npy_bytes(arr),
-                           compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
-            z.writestr("manifest.json", json.dumps(manifest, indent=1))
-        tmp.replace(path)
+        entries: dict[str, bytes] = {}
+        for i, k in enumerate(self.kernels):
+            manifest["kernels"].append(kernel_entry(k, f"kernels/{i}", entries.__setitem__))
+        constants = [(f"constants/{sid}.npy", np.asarray(arr)) for sid, arr in self.constants.items()]
+        archive.write_zip(path, [*entries.items(), *constants, ("manifest.json", json.dumps(manifest, indent=1))])
         from . import trust
 
         trust.remember(trust.file_digest(path))  # portable.load runs files this user wrote (portable.trust)
@@ -243,7 +235,6 @@ class Executable:
     def load(cls, path: str | Path) -> Executable:
         """Read a file `save` wrote; PackageError for anything else (entries bounded before they are read, the
         plan checked against its kernels: portable.plan_check)."""
-        from . import archive
         from .plan_check import check_plan
 
         path = archive.as_path(path)

@@ -243,3 +243,33 @@ def test_every_pocl_target_runs(device, tmp_path):
         exe = CompiledGraph(pkg.executable(t), live)
         np.testing.assert_allclose(exe(a, b)[0], a @ b, rtol=1e-4, atol=1e-4, err_msg=str(t))
         exe.close()
+
+
+def test_targets_share_their_weights_and_large_floats_are_stored(device, tmp_path, monkeypatch):
+    """A weight every target holds in the same layout is one array while the package is built (a later target's
+    compile takes the earlier one's instead of copying it out of its module) and one entry in the file, stored
+    uncompressed as a large float array; the package reads back to the values compiled."""
+    import portable.package as package_mod
+
+    g = portable.Graph("shared")
+    x = g.input((4, 256))
+    w = np.random.default_rng(1).standard_normal((256, 128)).astype(np.float32)  # 128 KiB
+    g.output(g.matmul(x, g.constant(w)))
+    path = tmp_path / "shared.ptpk"
+    seen = []
+    write = package_mod.write
+    monkeypatch.setattr(package_mod, "write", lambda p, built, key=None: seen.append(built) or write(p, built, key))
+    build(g, ["vulkan:generic", "opencl:generic"], path)
+    (first, _), (second, _) = seen[0]
+    big = [a for a in first.constants.values() if a.nbytes > 1 << 16]
+    assert big and all(any(np.shares_memory(a, b) for b in second.constants.values()) for a in big)
+    manifest = json.loads(zipfile.ZipFile(path).read("manifest.json"))
+    names = [set(t["weights"].values()) for t in manifest["targets"]]
+    assert names[0] & names[1], names
+    with zipfile.ZipFile(path) as z:
+        stored = [i for i in z.infolist() if i.filename.startswith("weights/") and i.file_size > 1 << 16]
+        assert stored and all(i.compress_type == zipfile.ZIP_STORED for i in stored)
+    xv = np.random.default_rng(2).standard_normal((4, 256)).astype(np.float32)
+    exe = portable.load(path, device=device)
+    np.testing.assert_allclose(exe(xv)[0], xv @ w, rtol=1e-4, atol=1e-4)
+    exe.close()

@@ -146,5 +146,49 @@ def test_model_loaded_without_its_external_data_is_a_clear_error(tmp_path):
     with pytest.raises(CompileError, match="initializer 'w' keeps its values in the external file 'model.onnx_data'"):
         graph_text(bare)
     (tmp_path / "model.onnx_data").unlink()
-    with pytest.raises(CompileError, match="could not be loaded"):
+    with pytest.raises(CompileError, match="keeps its values in .*model.onnx_data, which does not exist"):
+        graph_text(str(path))
+
+
+def test_external_data_is_mapped_not_read(tmp_path):
+    """A model saved with its weights beside it keeps them in the data file while it compiles: its large
+    initializers are read-only maps of that file (page cache, not the process's memory); the graph keeps stubs."""
+    from portable.frontend.onnx_source import OnnxSource
+
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_linear(W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    src = OnnxSource(str(path))
+    assert isinstance(src.weights["w"], np.memmap) and not src.weights["w"].flags.writeable
+    np.testing.assert_array_equal(src.weights["w"], W)
+    assert all(not t.HasField("raw_data") for t in src.model.graph.initializer if t.name == "w")
+
+
+def test_split_copies_no_weights_into_the_graph_and_leaves_the_model(tmp_path):
+    from portable.frontend.onnx_weights import is_stub, split
+
+    model = _linear(W, B)
+    before = model.SerializeToString()
+    m, arrays = split(model)
+    assert model.SerializeToString() == before
+    np.testing.assert_array_equal(arrays["w"], W)
+    stubs = {t.name: is_stub(t) for t in m.graph.initializer}
+    assert stubs["w"] and m.ByteSize() < W.nbytes // 4
+    assert [n.op_type for n in m.graph.node] == ["MatMul", "Add"] and m.opset_import[0].version == 17
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path):
+    inner = tmp_path / "models"
+    inner.mkdir()
+    path = inner / "model.onnx"
+    onnx.save_model(_linear(W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    m = onnx.load(str(path), load_external_data=False)
+    (inner / "model.onnx_data").rename(tmp_path / "model.onnx_data")
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../model.onnx_data"
+    onnx.save_model(m, str(path))
+    with pytest.raises(CompileError, match="outside the model's folder"):
         graph_text(str(path))

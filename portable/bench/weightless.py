@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import archive
 from ..errors import PackageError
-from ..executable import npy_bytes, npy_load
+from ..executable import npy_load
 
 RECIPE = "seeded_weights.json"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -238,12 +239,12 @@ def restore(skeleton: str | Path, out: str | Path) -> str:
         arr = draw(seed, int(index), n, float(scale), float(offset))
         if transposed:  # drawn as the model's (rows, cols), stored transposed
             arr = np.ascontiguousarray(arr.reshape(transposed[0]).T)
-        entries[name] = npy_bytes(arr.reshape(shape))
+        entries[name] = arr.reshape(shape)
     for name, (shape, (index, scale, offset), (rows, cols), (vindex, vscale, voffset)) in \
             recipe.get("row_scaled", {}).items():
         mat = draw(seed, int(index), rows * cols, float(scale), float(offset)).reshape(rows, cols)
         vec = draw(seed, int(vindex), rows, float(vscale), float(voffset))
-        entries[name] = npy_bytes((mat * vec[:, None]).reshape(shape))
+        entries[name] = (mat * vec[:, None]).reshape(shape)
     for name, (shape, parts) in recipe.get("joined", {}).items():
         blocks = []
         for (index, scale, offset), (rows, cols), vec in parts:
@@ -251,14 +252,9 @@ def restore(skeleton: str | Path, out: str | Path) -> str:
             if vec is not None:
                 block = block * draw(seed, int(vec[0]), rows, float(vec[1]), float(vec[2]))[:, None]
             blocks.append(block)
-        entries[name] = npy_bytes(np.concatenate(blocks, axis=1).reshape(shape))
-    out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as w:  # the order package.write gives
-        w.writestr("manifest.json", entries.pop("manifest.json"))
-        for name in sorted(entries):
-            w.writestr(name, entries[name])
-    tmp.replace(out)
+        entries[name] = np.concatenate(blocks, axis=1).reshape(shape)
+    manifest = entries.pop("manifest.json")  # the order package.write gives
+    archive.write_zip(out, [("manifest.json", manifest), *((name, entries[name]) for name in sorted(entries))])
     return Package(out).content_hash  # PackageError if a byte differs from what was compiled
 
 
@@ -278,15 +274,15 @@ def restore_onnx(graph):
 
 def without_weights(model):
     """A copy of a seeded model whose drawn initializers hold no data (name, type and dims kept)."""
-    import onnx
+    from ..frontend.onnx_weights import without_initializers
 
     _, draws = _draws(model)
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for init in m.graph.initializer:
+    m = without_initializers(model)
+    for init in model.graph.initializer:
+        kept = m.graph.initializer.add()
         if init.name in draws:
-            name, dims = init.name, list(init.dims)
-            init.Clear()
-            init.name, init.data_type = name, 1
-            init.dims.extend(dims)
+            kept.name, kept.data_type = init.name, 1
+            kept.dims.extend(init.dims)
+        else:
+            kept.CopyFrom(init)
     return m

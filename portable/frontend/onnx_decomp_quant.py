@@ -12,11 +12,14 @@ onnxruntime's own kernel is the reference."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..errors import UnsupportedOp
+from .onnx_weights import NONE
+from .onnx_weights import value as weight_value
 
 
 def _attr(node: Any, name: str, default: Any = None) -> Any:
@@ -34,10 +37,10 @@ def _unpack_nibbles(packed: np.ndarray, count: int) -> np.ndarray:
     return np.stack([lo, hi], axis=-1).reshape(*packed.shape[:-1], -1)[..., :count]
 
 
-def dequantize_matmul_nbits(model: Any) -> Any:
+def dequantize_matmul_nbits(model: Any, weights: Mapping[str, np.ndarray] = NONE) -> Any:
     """`model` (onnx.ModelProto) with each com.microsoft:MatMulNBits node (4 bits, constant weights, scales and
-    zero points) replaced by ONNX ops; other nodes untouched. Returns a new model (`model` itself where it has no
-    such node)."""
+    zero points) replaced by ONNX ops; other nodes untouched (`weights`: the arrays of its stubs). Returns a new
+    model (`model` itself where it has no such node)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -51,7 +54,7 @@ def dequantize_matmul_nbits(model: Any) -> Any:
 
     def value(name: str, node: Any, what: str) -> np.ndarray:
         if name in inits:
-            return numpy_helper.to_array(inits[name])
+            return weight_value(inits[name], weights)
         if name in consts:
             return numpy_helper.to_array(_attr(consts[name], "value"))
         raise UnsupportedOp(f"node '{node.name}' (op com.microsoft:MatMulNBits): its {what} '{name}' is computed at "

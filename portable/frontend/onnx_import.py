@@ -51,7 +51,7 @@ from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
 from .onnx_shapes import infer_shapes, pin_shapes, runtime_inputs
-from .onnx_weights import detach, is_stub
+from .onnx_weights import detach, is_stub, split
 
 ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
 TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
@@ -84,37 +84,39 @@ def is_onnx(obj: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- loading
-def load_model(model: Any):
-    """An onnx.ModelProto from a path, serialized bytes or a ModelProto (copied; the caller's is untouched)."""
+def load_model(model: Any) -> tuple[Any, dict]:
+    """(onnx.ModelProto, {initializer name: array}) from a path, serialized bytes or a ModelProto: the model with
+    its large initializers as stubs (onnx_weights.split; the caller's model is untouched), a file's external data
+    mapped rather than read."""
     onnx = _onnx()
     from google.protobuf.message import DecodeError
 
     if type(model).__name__ == "ModelProto":
-        m = onnx.ModelProto()
-        m.CopyFrom(model)
-        return _check_loaded(m, "the ModelProto")
+        return _check_loaded(*split(model), "the ModelProto")
     if isinstance(model, (bytes, bytearray, memoryview)):
         try:
             m = onnx.load_from_string(bytes(model))
         except (DecodeError, ValueError, RuntimeError) as e:
             raise CompileError(f"the bytes are not a valid ONNX model (truncated or not ONNX): {e}",
                                stage="onnx-load") from e
-        return _check_loaded(m, "the bytes")
+        return _check_loaded(*split(m), "the bytes")
     if isinstance(model, (str, os.PathLike)):
         p = Path(model)
         if not p.is_file():
             raise CompileError(f"ONNX model {p} does not exist", stage="onnx-load")
         try:
-            m = onnx.load(str(p))
+            m = onnx.load(str(p), load_external_data=False)
+            return _check_loaded(*split(m, p.parent), str(p))
+        except PortableError:
+            raise
         except (DecodeError, ValueError, RuntimeError, OSError) as e:
             raise CompileError(f"{p} is not a valid ONNX model (truncated or not ONNX): {e}", stage="onnx-load") from e
-        except Exception as e:  # external data missing, protobuf internals
+        except Exception as e:  # protobuf internals
             raise CompileError(f"{p} could not be loaded: {type(e).__name__}: {e}", stage="onnx-load") from e
-        return _check_loaded(m, str(p))
     raise UnsupportedOp(f"cannot import a {type(model).__name__} as ONNX: pass a path, bytes or an onnx.ModelProto")
 
 
-def _check_loaded(m, what: str):
+def _check_loaded(m, weights: dict, what: str) -> tuple[Any, dict]:
     # A truncated file often parses as a protobuf with a partial or empty graph: say so instead of importing it.
     if not m.HasField("graph") or (len(m.graph.node) == 0 and len(m.graph.output) == 0):
         raise CompileError(f"{what} holds no ONNX graph (empty, truncated or not an ONNX model)", stage="onnx-load")
@@ -127,7 +129,8 @@ def _check_loaded(m, what: str):
                                f"was not read: pass the model's path, or onnx.load(path) with its external data "
                                f"(the default), not load_external_data=False", stage="onnx-load")
     # Contrib ops with a decomposition become standard ops before any check, shape inference or import sees them.
-    return dequantize_matmul_nbits(m)
+    m = dequantize_matmul_nbits(m, weights)
+    return m, {**weights, **detach(m)}
 
 
 # ---------------------------------------------------------------------------------------------- opsets
@@ -310,7 +313,8 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     `onnx_weights.detach` already took out. Raises UnsupportedOp / CompileError / ShapeMismatch. The text is a
     `ModuleText`: its large constants ride beside it (portable/ir/weights.py).
     """
-    m = load_model(model)
+    m, loaded = load_model(model)
+    weights = {**(weights or {}), **loaded}
     # The graph name becomes the function's symbol: an empty one prints as an invalid symbol, others are quoted
     # (the compiler makes the function's name an identifier in any case).
     name = m.graph.name if isinstance(m.graph.name, str) else ""  # bytes: protobuf's form of text not UTF-8
@@ -322,7 +326,7 @@ def onnx_to_mlir(model: Any, input_shapes: dict[str, tuple] | None = None, *,
     check_dtypes(m)
     pin_shapes(m, input_shapes, input_values)
     m = upgrade_opset(unroll_legacy_scans(m, infer_shapes))  # before onnx's Scan 8->9 adapter mangles them
-    weights = {**(weights or {}), **detach(m)}  # the copies below carry the graph, not its weights
+    weights.update(detach(m))  # the copies below carry the graph, not its weights
     # Ops of domains torch-mlir does not lower are expanded into their ONNX function bodies from the start; ops
     # of the default domain only once torch-mlir turns out to have no lowering for them (it has for most).
     opsets = opsets_of(m)

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import PortableError, ShapeMismatch
-from .onnx_weights import detach
 
 
 def _versions() -> str:
@@ -40,9 +39,9 @@ class OnnxSource:
         from .onnx_import import load_model
         from .onnx_shapes import runtime_inputs
 
-        self.model = load_model(model)  # a copy; errors for a missing or malformed file come from here
-        # Every import (one per shape set) copies the model: it copies the graph, the weights stay here once.
-        self.weights = detach(self.model)
+        # A copy whose weights stay here once (a file's external data mapped): every import (one per shape set)
+        # copies the graph only. Errors for a missing or malformed file come from here.
+        self.model, self.weights = load_model(model)
         # Named by what was loaded (a file's external data included), graph and weights hashed apart: a model past
         # protobuf's 2 GB cannot be serialized whole.
         h = hashlib.sha256(self.model.SerializeToString(deterministic=True))

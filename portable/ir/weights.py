@@ -104,6 +104,17 @@ def by_digest(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name.removeprefix(_PREFIX): values for name, values in weights.items()}
 
 
+def holding(text: str, arrays: Iterable[np.ndarray]) -> ModuleText:
+    """`text` whose compile reads the values of its constants out of `arrays` where they are equal (the plan's
+    `known` lookup) instead of copying them out of the module: a build's later targets reuse an earlier target's
+    transformed weights. The text itself is unchanged (its compile cache key too)."""
+    weights = dict(getattr(text, "weights", {}))
+    for a in arrays:
+        if a.nbytes >= OUTLINE_BYTES:
+            weights.setdefault(_PREFIX + _digest(a), a)
+    return ModuleText(str(text), weights)
+
+
 def inline(module, weights: dict[str, np.ndarray]) -> None:
     """Put the outlined values back into `module` as dense attributes. A placeholder with no values (text saved
     without its weights) is an error that says so."""
@@ -130,4 +141,4 @@ def parse(text: str) -> ir.Module:
     return module
 
 
-__all__ = ["ModuleText", "OUTLINE_BYTES", "by_digest", "known", "outline", "inline", "parse"]
+__all__ = ["ModuleText", "OUTLINE_BYTES", "by_digest", "holding", "known", "outline", "inline", "parse"]
