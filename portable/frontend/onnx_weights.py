@@ -84,6 +84,10 @@ def without_initializers(model):
 
 
 def _copy_field(dst, fd, value) -> None:
+    if fd.message_type is None and isinstance(value, bytes) and fd.type == fd.TYPE_STRING:
+        # protobuf hands back bytes for text that is not UTF-8 and refuses them as text: copied as they came
+        dst.MergeFromString(_varint(fd.number << 3 | 2) + _varint(len(value)) + value)
+        return
     field = getattr(dst, fd.name)
     if hasattr(field, "extend"):  # repeated
         field.extend(value)
@@ -91,6 +95,15 @@ def _copy_field(dst, fd, value) -> None:
         field.CopyFrom(value)
     else:
         setattr(dst, fd.name, value)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
 
 
 def _mark(t) -> None:

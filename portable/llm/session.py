@@ -110,6 +110,7 @@ class DecoderSession:
         if self._root is None:
             graph = self._api.compile(self.model, device=self.device, input_shapes=shapes)
             self._root = graph
+            self.model = None  # every other variant is the root's (its import holds the weights once)
         else:
             graph = self._root.for_inputs(*[_Shape(s) for s in shapes])
         v = _Variant(capacity, chunk, graph, graph.with_state(self.sig.carry()))
