@@ -163,8 +163,8 @@ def build(graph: Any, targets: Sequence[str], path: str | Path, input_shapes: An
             assumed = DeviceInfo(api=api, index=0, name="(ahead of time)", driver="", driver_version="",
                                  vendor_id=0, device_id=0, device_type="other", limits=dict(limits))
             exe = _compiled(text, profiles.codegen_options(prof, assumed), api, name)
-            text = _holding(text, exe)
             if [(k.spirv, k.opencl) for k in exe.kernels] != [(k.spirv, k.opencl) for k in base.kernels]:
+                text = _holding(text, exe)
                 compiled.append((exe, prof, dict(limits)))
     return write(path, compiled, sign_key)
 
