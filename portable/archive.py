@@ -101,15 +101,15 @@ class _Hasher:
         return len(data)
 
 
-def _write_npy(f, arr: np.ndarray) -> None:
-    # np.save's bytes (executable.npy_bytes), written in chunks: no whole copy of the array
+def write_npy(f, arr: np.ndarray) -> None:
+    """`arr` as .npy bytes (np.save's) into file object `f`, in chunks: no whole copy of the array."""
     np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
 
 
 def npy_sha256(arr: np.ndarray) -> str:
     """sha256 (hex) of the .npy bytes `write_zip` stores for `arr`, computed without copying it."""
     sink = _Hasher()
-    _write_npy(sink, arr)
+    write_npy(sink, arr)
     return sink.h.hexdigest()
 
 
@@ -130,5 +130,5 @@ def write_zip(path: str | Path, items: Iterable[tuple[str, bytes | np.ndarray]])
             floats = data.dtype.kind == "f" and data.nbytes >= STORE_BYTES
             info.compress_type = zipfile.ZIP_STORED if floats else zipfile.ZIP_DEFLATED
             with z.open(info, "w", force_zip64=data.nbytes >= (1 << 31) - _CHUNK) as f:
-                _write_npy(f, data)
+                write_npy(f, data)
     tmp.replace(path)

@@ -309,7 +309,7 @@ def kernel_from_entry(e: dict, get: Callable[[str], bytes]) -> Kernel:
 
 def npy_bytes(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    archive.write_npy(buf, arr)
     return buf.getvalue()
 
 

@@ -28,19 +28,15 @@ _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 10
            12: np.uint32, 13: np.uint64}
 
 
-def detach(m, min_bytes: int = DETACH_BYTES) -> dict[str, np.ndarray]:
+def detach(m) -> dict[str, np.ndarray]:
     """Move the bytes of `m`'s large top-level initializers into arrays (in place): {name: array}."""
     weights: dict[str, np.ndarray] = {}
     for t in m.graph.initializer:
-        dtype = _DTYPES.get(t.data_type)
-        if dtype is None or not t.HasField("raw_data"):
-            continue
-        nbytes = int(np.prod(t.dims, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if nbytes < min_bytes or len(t.raw_data) != nbytes:  # a damaged tensor stays for check_dtypes to report
-            continue
-        weights[t.name] = np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))
-        t.ClearField("raw_data")
-        _mark(t)
+        values = _values(t, None)
+        if values is not None:
+            weights[t.name] = values
+            t.ClearField("raw_data")
+            _mark(t)
     return weights
 
 
