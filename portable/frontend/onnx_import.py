@@ -51,7 +51,7 @@ from .onnx_describe import node_detail
 from .onnx_fold import fold_constants
 from .onnx_functions import expand_nodes, has_function_body, opsets_of
 from .onnx_shapes import infer_shapes, pin_shapes, runtime_inputs
-from .onnx_weights import detach, is_stub, split
+from .onnx_weights import SplitModel, detach, is_stub, split
 
 ONNX_TO_TORCH = "builtin.module(torch-onnx-to-torch-backend-pipeline)"
 TORCH_TO_LINALG = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)"
@@ -75,8 +75,8 @@ def _onnx():
 
 
 def is_onnx(obj: Any) -> bool:
-    """True for what `onnx_to_mlir` takes: an onnx.ModelProto, bytes, or a path ending in .onnx."""
-    if isinstance(obj, (bytes, bytearray, memoryview)):
+    """True for what `onnx_to_mlir` takes: an onnx.ModelProto, bytes, a path ending in .onnx, or a SplitModel."""
+    if isinstance(obj, (bytes, bytearray, memoryview, SplitModel)):
         return True
     if isinstance(obj, Path) or (isinstance(obj, str) and "\n" not in obj and len(obj) < 4096):
         return str(obj).lower().endswith(".onnx")
@@ -91,6 +91,8 @@ def load_model(model: Any) -> tuple[Any, dict]:
     onnx = _onnx()
     from google.protobuf.message import DecodeError
 
+    if isinstance(model, SplitModel):
+        return _check_loaded(model.model, dict(model.weights), "the model")
     if type(model).__name__ == "ModelProto":
         return _check_loaded(*split(model), "the ModelProto")
     if isinstance(model, (bytes, bytearray, memoryview)):

@@ -14,8 +14,10 @@ No MLIR is imported here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +28,15 @@ NONE: Mapping[str, np.ndarray] = MappingProxyType({})  # no detached weights
 # and folding read often, small) nor bool, bfloat16 and strings (no exact numpy form through raw bytes).
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 10: np.float16, 11: np.float64,
            12: np.uint32, 13: np.uint64}
+
+
+@dataclass(frozen=True)
+class SplitModel:
+    """A model whose large initializers are stubs, with their arrays (what `split` returns): the frontend takes it
+    in place of a ModelProto, so a caller that edits the graph (a decoder's step) never holds the weights twice."""
+
+    model: Any
+    weights: Mapping[str, np.ndarray]
 
 
 def detach(m) -> dict[str, np.ndarray]:

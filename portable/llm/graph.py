@@ -105,6 +105,20 @@ def load(path_or_model: Any) -> Any:
     return dequantize_matmul_nbits(path_or_model)
 
 
+def load_apart(path_or_model: Any) -> Any:
+    """The decoder as `load` gives it, its large weights held apart from the graph (frontend.onnx_weights.SplitModel;
+    a file's external data mapped, not read): a session edits and compiles the graph without a whole copy of a
+    model of billions of weights."""
+    from ..frontend.onnx_import import load_model
+    from ..frontend.onnx_weights import SplitModel
+
+    if is_gguf(path_or_model):
+        from .gguf_model import to_onnx
+
+        path_or_model = to_onnx(path_or_model)
+    return SplitModel(*load_model(path_or_model))
+
+
 def is_gguf(model: Any) -> bool:
     """A path to a GGUF file (by its magic bytes, or its .gguf suffix where the file is missing)."""
     if not isinstance(model, (str, Path)):

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import PortableError, ShapeMismatch
-from .graph import KV_INDEX, DecoderSignature, load, with_cache_write
+from ..frontend.onnx_weights import SplitModel
+from .graph import KV_INDEX, DecoderSignature, load, load_apart, with_cache_write
 
 DEFAULT_BUCKETS = (64, 256, 1024)
 DEFAULT_PREFILL_CHUNKS = (16,)
@@ -54,7 +55,9 @@ class DecoderSession:
         Their weights are the packages' own: `model` then serves only for the signature (it may hold no weights)."""
         from .. import api
 
-        self.model, self.sig = with_cache_write(load(model))
+        apart = load_apart(model)
+        step, self.sig = with_cache_write(apart.model)
+        self.model = SplitModel(step, apart.weights)
         self._given = dict(graphs or {})
         self.device = device
         self.buckets = tuple(sorted(int(b) for b in buckets))
@@ -259,4 +262,4 @@ def step_graph(model: Any) -> Any:
 
 
 def signature(model: Any) -> DecoderSignature:
-    return with_cache_write(load(model))[1]
+    return with_cache_write(load_apart(model).model)[1]
