@@ -35,6 +35,7 @@ from .graph import (
     reduction_inputs,
     reshape_refine,
     rewrites,
+    softmax_rows,
     split_k,
     split_rows,
     stride_phases,
@@ -271,6 +272,8 @@ STAGES: list[Stage] = [
     Stage("split-rows", _passes_if(GENERALIZE, lambda c: split_rows.split_rows(c.func, c.options))),
     Stage("epilogue-shapes", _passes_if(CLEAN, lambda c: epilogue_shapes.take_epilogues_into_result_shapes(c.func))),
     Stage("reduction-inputs", _passes_if(CLEAN, lambda c: reduction_inputs.fuse_into_reductions(c.func, c.options))),
+    # A softmax's division leaves the product that reads it: the softmax is then one row chain (one kernel).
+    Stage("softmax-rows", _passes_if(CLEAN, lambda c: softmax_rows.take_out_normalizations(c.func, c.options))),
     Stage("stride-phases", _stride_phases),
     # Dispatch formation, strategies, and the transform script that tiles, bufferizes and maps to the GPU.
     Stage("dispatch", mapping.dispatch_stage),

@@ -124,7 +124,7 @@ def _own_empty_init(op: ir.Operation) -> None:
     op.operation.replace_uses_of_with(init, clone.results[0])
 
 
-def _row_chain_fits(o: Options | None) -> Callable[[list[ir.Operation]], bool] | None:
+def row_chain_fits(o: Options | None) -> Callable[[list[ir.Operation]], bool] | None:
     """Which row chains (row_chains.py) this profile runs as one kernel; None: none. CPU profiles run a row per
     thread, keeping rows in private memory up to `row_fusion_private_bytes`; profiles that share reductions
     over a workgroup (`reduction_threads`, GPUs) run a row per workgroup, keeping rows in workgroup memory up to
@@ -155,9 +155,8 @@ def _row_chain_fits(o: Options | None) -> Callable[[list[ir.Operation]], bool] |
 
     def fits(chain: list[ir.Operation]) -> bool:
         ranges = classify(chain[-1]).ranges
-        rows = list(ranges[:-1])
-        grid_ok = len(rows) <= 3 and all(r <= m for r, m in zip(reversed(rows), max_count))
-        long = [r for r in rows if r > 1]
+        long = [r for r in ranges[:-1] if r > 1]  # unit row loops take no grid dim (strategy.choice)
+        grid_ok = len(long) <= 3 and all(r <= m for r, m in zip(reversed(long), max_count))
         if len(long) == 1 and long[0] > max_count[0]:  # one loop of rows: workgroups take several (serial_rows.py)
             grid_ok = tiles.serial_rows(long[0], ranges[-1], 0, max_count[0]) is not None
         threads = tiles.row_threads(t, ranges[-1])
@@ -195,7 +194,7 @@ def form_groups(func_op: ir.Operation, options: Options | None = None,
     # Row chains, found before any op is rewritten; ops are compared by identity (their hash follows their
     # contents, which fusing fills changes).
     o = None if options is None else Options.of(options)
-    fits = _row_chain_fits(o)
+    fits = row_chain_fits(o)
     chains = find_chains(func_op, fits, single=bool(o and o.reduction_threads)) if fits else []
     chain_group: dict[int, Group] = {}
 
