@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import foreign_profile
 
 import portable
 from portable import profiles, profiling
@@ -48,11 +49,24 @@ def _inputs(heads, past, dim):
             ((heads, 1, dim), (heads, past + 1, dim), (heads, past, dim), (heads, 1, dim))]
 
 
+@pytest.mark.parametrize("profile", ["", "nvidia"])
 @pytest.mark.parametrize("heads,past,dim", [(8, 256, 64), (4, 31, 16), (1, 7, 8)])
-def test_decode_attention_matches(device, heads, past, dim):
+def test_decode_attention_matches(device, heads, past, dim, profile):
+    """On the device's own profile, and with the NVIDIA profile's kernels (one workgroup per softmax row) run on
+    it."""
+    from portable.api import CompiledGraph, graph_text
+    from portable.compiler.pipeline import compile_module
+    from portable.devices import open_device
+
     model = _attention(heads, past, dim)
     args = _inputs(heads, past, dim)
-    exe = portable.compile(model, device=device, input_shapes=[a.shape for a in args])
+    shapes = [a.shape for a in args]
+    if profile:
+        live = open_device(device)
+        exe = CompiledGraph(compile_module(graph_text(model, shapes), foreign_profile(profile, live),
+                                           (live.info.api,)), live)
+    else:
+        exe = portable.compile(model, device=device, input_shapes=shapes)
     (out,) = exe(*args)
     np.testing.assert_allclose(out, _reference(*args)[0], rtol=2e-5, atol=2e-5)
     exe.close()
