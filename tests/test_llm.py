@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import foreign_profile
 
 pytest.importorskip("transformers", reason="the tiny decoders are built with transformers")
 pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
@@ -70,14 +71,17 @@ def test_decode_step_matches_onnxruntime(device, exported, arch, exporter):
     np.testing.assert_array_equal(out[sig.present[0]][:, :, n + 1:], past0[:, :, n + 1:])
 
 
-@pytest.mark.parametrize("arch,exporter,cap", [("llama", "legacy", 32), ("qwen2", "dynamo", 32),
-                                               ("llama", "legacy", 256)])
-def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, exporter, cap):
+@pytest.mark.parametrize("arch,exporter,cap,profile", [
+    ("llama", "legacy", 32, ""), ("qwen2", "dynamo", 32, ""), ("llama", "legacy", 256, ""),
+    ("qwen2", "dynamo", 256, ""), ("llama", "legacy", 256, "nvidia"), ("qwen2", "dynamo", 256, "nvidia")])
+def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, exporter, cap, profile):
     """The step as GPU profiles compile it (reduction_threads, fill_threads, launch_ops: split-K projections, Q/K/V
     and gate/up each one product over concatenated weights, residual Adds in the partial sums' kernels, q's heads
     and rotation and the cache concat computed inside the scores, the values product and the cache write, SwiGLU
     in the down projection's partial sums; at 256 slots the values product shares each of its 257 rows over a
-    workgroup), on this device: logits and cache as onnxruntime's."""
+    workgroup; grouped-query attention's keys read in place, not repeated over the heads), on this device; with
+    `profile`, that profile's kernels (the NVIDIA one: one softmax kernel per layer, rows on a workgroup): logits
+    and cache as onnxruntime's."""
 
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
@@ -86,8 +90,9 @@ def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, ex
 
     model, sig, args, ref = _decode_step(exported(arch, exporter), 1, cap)
     live = open_device(device)
-    opts = dict(profiles.codegen_options(profiles.match(live.info), live.info), reduction_threads=64,
-                fill_threads=4096, launch_ops=200_000_000)
+    opts = foreign_profile(profile, live) if profile else dict(
+        profiles.codegen_options(profiles.match(live.info), live.info), reduction_threads=64, fill_threads=4096,
+        launch_ops=200_000_000)
     exe = compile_module(graph_text(model, [a.shape for a in args]), opts, (live.info.api,))
     graph = CompiledGraph(exe, live, 1)
     try:
@@ -98,6 +103,9 @@ def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, ex
         np.testing.assert_allclose(o, r, atol=1e-4, rtol=1e-4, err_msg=name)
     if arch == "llama" and cap == 32:  # 2 layers: 64 kernels with each projection, residual Add and cache concat apart
         assert len(exe.dispatches) <= 44, len(exe.dispatches)
+    if profile == "nvidia":  # 2 layers; qwen2's keys (1 KV head for 4 query heads) not repeated by kernels of their
+        # own (2 a layer before), its softmax one kernel a layer (2 before): had been 42 and 48
+        assert len(exe.dispatches) <= {"llama": 42, "qwen2": 44}[arch], len(exe.dispatches)
 
 
 @pytest.mark.parametrize("arch,exporter", [("phi", "legacy"), ("phi", "dynamo"), ("gemma", "legacy"),

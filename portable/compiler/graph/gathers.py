@@ -7,7 +7,7 @@ on profiles with `window_taps`).
 from __future__ import annotations
 
 from ...errors import UnsupportedOp
-from ...ir.linalg_info import VECTOR_GATHER
+from ...ir.linalg_info import VECTOR_GATHER, indexing_maps, is_identity, iterator_types
 from ...ir.mlir import arith, ir, linalg, tensor
 
 
@@ -115,6 +115,56 @@ def concat_to_generic(op: ir.Operation) -> None:
         return value
 
     gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
+
+
+def _broadcast_move(src: ir.Value) -> tuple[ir.Value, list[int]] | None:
+    """(its input, the loop dim each input dim reads) when `src` is the result of a linalg.generic that only moves
+    data (one input read through distinct loop dims, the body yields it, identity output) and broadcasts it over
+    some loop; else None."""
+    if not (isinstance(src, ir.OpResult) and src.owner.name == "linalg.generic"):
+        return None
+    g = src.owner.operation
+    if len(g.operands) != 2 or len(g.results) != 1 or any(it != "parallel" for it in iterator_types(g)):
+        return None
+    body = list(g.regions[0].blocks[0].operations)
+    if len(body) != 1 or list(body[0].operands) != [g.regions[0].blocks[0].arguments[0]]:
+        return None
+    in_map, out_map = indexing_maps(g)
+    dims = [ir.AffineDimExpr(e).position if isinstance(e, ir.AffineDimExpr) else None for e in in_map.results]
+    if not is_identity(out_map) or None in dims or len(set(dims)) != len(dims) or len(dims) == in_map.n_dims:
+        return None
+    return g.operands[0], dims
+
+
+def collapse_of_broadcast_to_generic(op: ir.Operation) -> bool:
+    """tensor.collapse_shape of a broadcast (`_broadcast_move`: grouped-query attention's keys repeated over the
+    query heads of each KV head, then merged into one heads dim) -> a gather reading the broadcast's input, which
+    gather_fusion merges with its neighbours and the product that reads it takes in: the repeated keys are never
+    written. Whether it changed `op`."""
+    found = _broadcast_move(op.operands[0])
+    out_t = ir.RankedTensorType(op.results[0].type)
+    src_t = ir.RankedTensorType(op.operands[0].type)
+    if found is None or not out_t.has_static_shape or not src_t.has_static_shape:
+        return False
+    source, dims = found
+    groups = [list(ir.ArrayAttr(g)) for g in ir.ArrayAttr(op.attributes["reassociation"])]
+    groups = [[ir.IntegerAttr(d).value for d in g] for g in groups]
+    shape = list(src_t.shape)
+
+    def body(i):
+        expanded: dict[int, ir.Value] = {}
+        for j, group in enumerate(groups):  # each collapsed index split into its group's dims, innermost fastest
+            rest = i[j]
+            for d in reversed(group):
+                if shape[d] == 1:
+                    expanded[d] = index_const(0)
+                    continue
+                expanded[d] = arith.RemUIOp(rest, index_const(shape[d])).result
+                rest = arith.DivUIOp(rest, index_const(shape[d])).result
+        return tensor.ExtractOp(source, [expanded[d] for d in dims]).result
+
+    gather_generic(op, out_t, body).owner.attributes[MOVE] = ir.UnitAttr.get()
+    return True
 
 
 def slice_dims(sizes: list[int], shape: list[int], what: str) -> list[int]:

@@ -19,7 +19,7 @@ from ...ir.linalg_info import classify, fill_value, indexing_maps, iterator_type
 from ...ir.mlir import arith, ir, linalg, tensor
 from ...ir.util import find_ops, reassociation_attr
 from .gather_fusion import fuse_gathers
-from .gathers import concat_to_generic, extract_slice_to_generic, pad_to_generic
+from .gathers import collapse_of_broadcast_to_generic, concat_to_generic, extract_slice_to_generic, pad_to_generic
 from .generics import broadcast_constant, rebuild_generic
 from .horizontal import VIEW, fuse_shared_lhs_matmuls
 from .host_scalars import sink_host_scalars
@@ -207,6 +207,8 @@ def apply(func_op: ir.Operation, vector_gathers: bool = False, recompute: bool =
             concat_to_generic(op)
         elif op.name == "tensor.extract_slice" and VIEW not in op.attributes:
             extract_slice_to_generic(op)
+        elif op.name == "tensor.collapse_shape":
+            collapse_of_broadcast_to_generic(op)
     fuse_gathers(func_op, recompute)
     # After the gathers (a pad value may be such a scalar), before 0-d ops get their unit loop (so do the
     # inputs it adds).

@@ -109,12 +109,17 @@ def _divide_rows(a: ir.Value, b: ir.Value) -> ir.Value | None:
     return reshaped.results[0]
 
 
-def _chain_fits(a: ir.Value, b: ir.Value, fits) -> bool:
+def _chain_fits(a: ir.Value, b: ir.Value, fits, o: Options | None) -> bool:
     """Whether the profile runs the softmax's rows as one chain once the division ends it: judged on the chain
     exp, sum, exp (the division keeps the shape of exp's rows). Rows too short to share a workgroup, or too long
-    for its memory, stay kernels of their own, and a division of their own would be one kernel more."""
+    for its memory, stay kernels of their own, and a division of their own would be one kernel more. On a GPU
+    profile, only where subgroups combine the reductions: the workgroup-memory combine of a chain with two
+    reductions over rows read in two ranks fails to tile (the max reads the scores with one more unit dim than
+    the ops after it), and the compile then drops every row chain."""
     e, s = _source(a), _source(b)
     if fits is None or not (isinstance(e, ir.OpResult) and e.owner.name == "linalg.generic"):
+        return False
+    if o is not None and o.reduction_threads and not o.subgroup_reduce:
         return False
     exp, total = e.owner.operation, s.owner.operation
     return fits([exp, total, exp])
@@ -123,7 +128,8 @@ def _chain_fits(a: ir.Value, b: ir.Value, fits) -> bool:
 def take_out_normalizations(func_op: ir.Operation, options: Options | None = None) -> bool:
     """Rewrite every matching product (module docstring) whose softmax the profile (`options`) then runs as one
     row chain; whether any changed."""
-    fits = row_chain_fits(Options.of(options) if options is not None else None)
+    o = Options.of(options) if options is not None else None
+    fits = row_chain_fits(o)
     changed = False
     block = func_op.regions[0].blocks[0]
     for op in [o.operation for o in block.operations if o.operation.name == "linalg.generic"]:
@@ -135,7 +141,7 @@ def take_out_normalizations(func_op: ir.Operation, options: Options | None = Non
         da, db = dims_in_order(maps[ia]), dims_in_order(maps[ib])
         a_val, b_val = op.operands[ia], op.operands[ib]
         if ir.RankedTensorType(a_val.type).element_type != ir.RankedTensorType(b_val.type).element_type or \
-                not _chain_fits(a_val, b_val, fits):
+                not _chain_fits(a_val, b_val, fits, o):
             continue
         with ir.InsertionPoint(op), op.location:
             p = _divide_rows(a_val, b_val) or _divide(a_val, b_val, [ir.AffineDimExpr.get(da.index(d)) for d in db])

@@ -411,8 +411,10 @@ def _workgroup_reduction(kind: OpKind, root: OpKind | None, o: Options) -> int:
         t = tiles.row_threads(t, root.ranges[-1]) if root.contiguous_reduction or strided else 0
         if not t:
             return 0
-    # (Such a product keeps the unit loops of its heads' layout: on a linearized grid they take no grid dim.)
-    par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel" and (r > 1 or not strided)]
+    # (Such a product keeps the unit loops of its heads' layout, and so does a grouped-query attention's scores
+    # product, batch and query-row loops of 1 around its heads and keys: on a linearized grid they take no grid dim.)
+    par = [r for r, it in zip(kind.ranges, kind.iterators) if it == "parallel" and (r > 1 or not (
+        strided or root.contiguous_reduction))]
     max_count = list(or_default(o.max_workgroup_count, (65535, 65535, 65535)))
     if len(par) > 3 or any(r > m for r, m in zip(reversed(par), max_count)):
         return 0
