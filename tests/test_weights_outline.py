@@ -192,3 +192,17 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     onnx.save_model(m, str(path))
     with pytest.raises(CompileError, match="outside the model's folder"):
         graph_text(str(path))
+
+
+def test_external_data_linked_from_elsewhere_says_so(tmp_path):
+    """A data file that is a symbolic link to a file outside the model's folder (a Hugging Face hub snapshot) is
+    refused, as the onnx package refuses it, with what to do."""
+    inner = tmp_path / "snapshot"
+    inner.mkdir()
+    path = inner / "model.onnx"
+    onnx.save_model(_linear(W, B), str(path), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=1024)
+    (inner / "model.onnx_data").rename(tmp_path / "blob")
+    (inner / "model.onnx_data").symlink_to(tmp_path / "blob")
+    with pytest.raises(CompileError, match="symbolic link .* local_dir"):
+        graph_text(str(path))

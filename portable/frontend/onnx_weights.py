@@ -150,6 +150,12 @@ def _external(t, base_dir) -> tuple[Path, int, int | None]:
     base = Path(base_dir).resolve()
     path = (base / where).resolve()
     if not where or Path(where).is_absolute() or base not in path.parents:
+        if where and not Path(where).is_absolute() and base in (base / where).absolute().parents:
+            # Beside the model by name, elsewhere through a symbolic link (a Hugging Face hub cache's snapshot links
+            # its files to blobs), which the onnx package refuses too.
+            raise CompileError(f"initializer '{t.name}' keeps its values in {where!r}, a symbolic link to {path} "
+                               f"outside the model's folder {base}: copy the model and its data files into one "
+                               f"folder (huggingface_hub: snapshot_download(..., local_dir=DIR))", stage="onnx-load")
         raise CompileError(f"initializer '{t.name}' keeps its values at {where!r}, outside the model's folder {base}: "
                            f"external data must lie beside the model file", stage="onnx-load")
     if not path.is_file():

@@ -132,7 +132,7 @@ def take_out_normalizations(func_op: ir.Operation, options: Options | None = Non
     fits = row_chain_fits(o)
     changed = False
     block = func_op.regions[0].blocks[0]
-    for op in [o.operation for o in block.operations if o.operation.name == "linalg.generic"]:
+    for op in [x.operation for x in block.operations if x.operation.name == "linalg.generic"]:
         m = _match(op)
         if m is None:
             continue
