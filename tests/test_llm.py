@@ -80,8 +80,8 @@ def test_decode_step_on_gpu_paths_matches_onnxruntime(device, exported, arch, ex
     and rotation and the cache concat computed inside the scores, the values product and the cache write, SwiGLU
     in the down projection's partial sums; at 256 slots the values product shares each of its 257 rows over a
     workgroup; grouped-query attention's keys read in place, not repeated over the heads), on this device; with
-    `profile`, that profile's kernels (the NVIDIA one: one softmax kernel per layer, rows on a workgroup): logits
-    and cache as onnxruntime's."""
+    `profile`, that profile's kernels (the NVIDIA one: rows on a workgroup, one softmax kernel a layer where its
+    subgroup shuffles run, Vulkan here): logits and cache as onnxruntime's."""
 
     from portable import profiles
     from portable.api import CompiledGraph, graph_text
