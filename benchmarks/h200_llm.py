@@ -204,7 +204,9 @@ def run(src: Path, out: Path, prompt_len: int, new: int, repeats: int, devices: 
     res["peak_bandwidth"] = peak
     graph = onnx.load(str(src / "llm.graph.onnx"))
     t = time.perf_counter()
-    ref_model = weightless.restore_onnx(graph)
+    # Its own copy of the weightless graph: restore_onnx fills in (and onnx.save then moves out) the weights of the
+    # model it is given, and `graph` must stay weightless for the sessions below.
+    ref_model = weightless.restore_onnx(onnx.load(str(src / "llm.graph.onnx")))
     # Through a file with its weights beside it: a ~1B f32 model is past protobuf's 2 GB limit for one message.
     ref_dir = Path(tempfile.mkdtemp(prefix="h200_llm_ref"))
     onnx.save(ref_model, str(ref_dir / "ref.onnx"), save_as_external_data=True, location="ref.onnx.data")
