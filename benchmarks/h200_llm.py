@@ -124,11 +124,17 @@ def _stem(capacity: int, chunk: int) -> str:
 
 
 # ---- GPU host ---------------------------------------------------------------------------------------------
+def _layer_products(c: dict) -> int:
+    """Weights of one layer's products: Q, O, K, V (GQA: fewer K and V rows), gate, up, down."""
+    h = c["hidden_size"]
+    hd = h // c["num_attention_heads"]
+    return 2 * h * h + 2 * h * c["num_key_value_heads"] * hd + 3 * h * c["intermediate_size"]
+
+
 def _bytes_per_token(c: dict, context_rows: float) -> float:
     h, v, n = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
     hd = h // c["num_attention_heads"]
-    per_layer = 2 * h * h + 2 * h * c["num_key_value_heads"] * hd + 3 * h * c["intermediate_size"] + 2 * h
-    weights = 4.0 * (n * per_layer + h + h * v + h)  # layers, final norm, lm_head, one embedding row
+    weights = 4.0 * (n * (_layer_products(c) + 2 * h) + h + h * v + h)  # layers + norms, final norm, lm_head, a row
     kv = 4.0 * 2 * n * c["num_key_value_heads"] * hd * context_rows
     return weights + kv
 
@@ -267,9 +273,7 @@ def _flops_per_token(c: dict, context: float) -> float:
     """Multiply-adds x 2 of one token through the decoder: every weight product (the LM head included) and the
     attention over `context` earlier tokens."""
     h, n = c["hidden_size"], c["num_hidden_layers"]
-    hd = h // c["num_attention_heads"]
-    per_layer = 2 * h * h + 2 * h * c["num_key_value_heads"] * hd + 3 * h * c["intermediate_size"]
-    return 2.0 * (n * per_layer + h * c["vocab_size"]) + 4.0 * n * h * context
+    return 2.0 * (n * _layer_products(c) + h * c["vocab_size"]) + 4.0 * n * h * context
 
 
 def _torch_prefill(model, attn: str, prompt: list[int], config: dict, repeats: int) -> dict:

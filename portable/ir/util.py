@@ -127,6 +127,13 @@ def keep_groups(keep: list[bool]) -> list[list[int]]:
     return groups
 
 
+def unreshaped(v: ir.Value) -> ir.Value:
+    """`v` before any tensor.expand_shape / collapse_shape ops."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        v = v.owner.operation.operands[0]
+    return v
+
+
 def reassociation_groups(reshape: ir.Operation) -> list[list[int]]:
     """The groups of dims of a tensor.collapse_shape / expand_shape."""
     return [[int(ir.IntegerAttr(d).value) for d in ir.ArrayAttr(g)]

@@ -94,11 +94,8 @@ def load(path_or_model: Any) -> Any:
 
     from ..frontend.onnx_decomp_quant import dequantize_matmul_nbits
 
-    if is_gguf(path_or_model):
-        from .gguf_model import to_onnx
-
-        path_or_model = to_onnx(path_or_model)
-    elif isinstance(path_or_model, (str, Path)):
+    path_or_model = _onnx_of(path_or_model)
+    if isinstance(path_or_model, (str, Path)):
         path_or_model = onnx.load(str(path_or_model))
     elif isinstance(path_or_model, bytes):
         path_or_model = onnx.load_from_string(path_or_model)
@@ -112,11 +109,16 @@ def load_apart(path_or_model: Any) -> Any:
     from ..frontend.onnx_import import load_model
     from ..frontend.onnx_weights import SplitModel
 
+    return SplitModel(*load_model(_onnx_of(path_or_model)))
+
+
+def _onnx_of(path_or_model: Any) -> Any:
+    """A GGUF file as an onnx.ModelProto; anything else as it is."""
     if is_gguf(path_or_model):
         from .gguf_model import to_onnx
 
-        path_or_model = to_onnx(path_or_model)
-    return SplitModel(*load_model(path_or_model))
+        return to_onnx(path_or_model)
+    return path_or_model
 
 
 def is_gguf(model: Any) -> bool:

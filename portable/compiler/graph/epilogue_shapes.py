@@ -18,16 +18,8 @@ from __future__ import annotations
 
 from ...ir.linalg_info import iterator_types, num_inputs
 from ...ir.mlir import ir
-from ...ir.util import as_operation
+from ...ir.util import as_operation, unreshaped
 from .conv_epilogue import sink_expand
-
-_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
-
-
-def _unreshaped(v: ir.Value) -> ir.Value:
-    while isinstance(v, ir.OpResult) and v.owner.operation.name in _RESHAPES:
-        v = v.owner.operation.operands[0]
-    return v
 
 
 def _expands_a_reduction(op: ir.Operation) -> bool:
@@ -43,8 +35,8 @@ def _expands_a_reduction(op: ir.Operation) -> bool:
     if len(producer.results) != 1 or "reduction" not in iterator_types(producer) or len(list(src.uses)) != 1:
         return False
     users = [as_operation(u.owner) for u in op.results[0].uses]
-    inputs = {_unreshaped(v) for v in list(producer.operands)[:num_inputs(producer)]}
-    return len(users) == 1 and not any(_unreshaped(v) in inputs for v in users[0].operands)
+    inputs = {unreshaped(v) for v in list(producer.operands)[:num_inputs(producer)]}
+    return len(users) == 1 and not any(unreshaped(v) in inputs for v in users[0].operands)
 
 
 def take_epilogues_into_result_shapes(func_op: ir.Operation) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...errors import UnsupportedOp
 from ...ir.linalg_info import VECTOR_GATHER, indexing_maps, is_identity, iterator_types
 from ...ir.mlir import arith, ir, linalg, tensor
+from ...ir.util import reassociation_groups
 
 
 def gather_generic(op: ir.Operation, out_t: ir.RankedTensorType, body) -> ir.Value:
@@ -147,8 +148,7 @@ def collapse_of_broadcast_to_generic(op: ir.Operation) -> bool:
     if found is None or not out_t.has_static_shape or not src_t.has_static_shape:
         return False
     source, dims = found
-    groups = [list(ir.ArrayAttr(g)) for g in ir.ArrayAttr(op.attributes["reassociation"])]
-    groups = [[ir.IntegerAttr(d).value for d in g] for g in groups]
+    groups = reassociation_groups(op)
     shape = list(src_t.shape)
 
     def body(i):

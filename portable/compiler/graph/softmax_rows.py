@@ -16,30 +16,25 @@ from __future__ import annotations
 
 from ...ir.linalg_info import dims_in_order, indexing_maps, iterator_types, num_inputs
 from ...ir.mlir import arith, ir, linalg, tensor
+from ...ir.util import unreshaped
 from ...profiles import Options
 from ..dispatch.groups import row_chain_fits
 from .generics import rebuild_generic
 
 
-def _source(v: ir.Value) -> ir.Value:
-    """`v` before any reshapes."""
-    while isinstance(v, ir.OpResult) and v.owner.name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        v = v.owner.operands[0]
-    return v
-
-
 def _row_sum_of(b: ir.Value, a: ir.Value) -> bool:
     """Whether `b` is a reduction (one reduced loop) whose only input is `a`, reshapes aside."""
-    b = _source(b)
+    b = unreshaped(b)
     if not isinstance(b, ir.OpResult) or b.owner.name != "linalg.generic":
         return False
     r = b.owner.operation
     return num_inputs(r) == 1 and iterator_types(r).count("reduction") == 1 and \
-        _source(r.operands[0]) == _source(a)
+        unreshaped(r.operands[0]) == unreshaped(a)
 
 
-def _match(op: ir.Operation) -> tuple[int, int, ir.Operation] | None:
-    """(input of a, input of b, the division) when `op`'s body is out + (a / b) * w as the module says."""
+def _match(op: ir.Operation) -> tuple[int, int, ir.Operation, list] | None:
+    """(input of a, input of b, the division, b's index as exprs of a's dims) when `op`'s body is out + (a / b) * w
+    as the module says."""
     if op.name != "linalg.generic" or len(op.results) != 1 or iterator_types(op).count("reduction") != 1:
         return None
     nin = num_inputs(op)
@@ -68,7 +63,7 @@ def _match(op: ir.Operation) -> tuple[int, int, ir.Operation] | None:
         return None
     if not _row_sum_of(op.operands[b.arg_number], op.operands[a.arg_number]):
         return None
-    return a.arg_number, b.arg_number, div
+    return a.arg_number, b.arg_number, div, [ir.AffineDimExpr.get(da.index(d)) for d in db]
 
 
 def _divide(a: ir.Value, b: ir.Value, b_index: list) -> ir.Value:
@@ -98,7 +93,7 @@ def _divide_rows(a: ir.Value, b: ir.Value) -> ir.Value | None:
     if not (isinstance(a, ir.OpResult) and a.owner.name == "tensor.expand_shape"):
         return None
     expand = a.owner.operation
-    rows, sums = expand.operands[0], _source(b)
+    rows, sums = expand.operands[0], unreshaped(b)
     rs, ss = ir.RankedTensorType(rows.type).shape, ir.RankedTensorType(sums.type).shape
     if len(rs) != len(ss) or any(s not in (1, r) for r, s in zip(rs, ss)):
         return None
@@ -116,7 +111,7 @@ def _chain_fits(a: ir.Value, b: ir.Value, fits, o: Options | None) -> bool:
     profile, only where subgroups combine the reductions: the workgroup-memory combine of a chain with two
     reductions over rows read in two ranks fails to tile (the max reads the scores with one more unit dim than
     the ops after it), and the compile then drops every row chain."""
-    e, s = _source(a), _source(b)
+    e, s = unreshaped(a), unreshaped(b)
     if fits is None or not (isinstance(e, ir.OpResult) and e.owner.name == "linalg.generic"):
         return False
     if o is not None and o.reduction_threads and not o.subgroup_reduce:
@@ -136,15 +131,14 @@ def take_out_normalizations(func_op: ir.Operation, options: Options | None = Non
         m = _match(op)
         if m is None:
             continue
-        ia, ib, div = m
+        ia, ib, div, b_index = m
         maps = indexing_maps(op)
-        da, db = dims_in_order(maps[ia]), dims_in_order(maps[ib])
         a_val, b_val = op.operands[ia], op.operands[ib]
         if ir.RankedTensorType(a_val.type).element_type != ir.RankedTensorType(b_val.type).element_type or \
                 not _chain_fits(a_val, b_val, fits, o):
             continue
         with ir.InsertionPoint(op), op.location:
-            p = _divide_rows(a_val, b_val) or _divide(a_val, b_val, [ir.AffineDimExpr.get(da.index(d)) for d in db])
+            p = _divide_rows(a_val, b_val) or _divide(a_val, b_val, b_index)
         body = op.regions[0].blocks[0]
         a_arg, b_arg = body.arguments[ia], body.arguments[ib]
         div.results[0].replace_all_uses_with(a_arg)
